@@ -1,0 +1,102 @@
+"""Metric records: what a test measured, and the verdict a gate gave it.
+
+A test records metrics through the `record_rocm_metric` fixture. They travel to the controller
+(also from pytest-xdist workers) as JUnit-compatible user properties named `rocm_metric.<name>`
+whose value is the metric as compact JSON, so the JUnit XML carries them too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Mapping
+
+PROPERTY_PREFIX = "rocm_metric."
+BETTER = ("higher", "lower")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One measurement and, once gated, its verdict against a baseline."""
+
+    name: str
+    value: float
+    unit: str
+    better: str = "higher"
+    nodeid: str = ""
+    suite: str | None = None
+    work: float | None = None  # the work the value is a rate of (FLOP, bytes, samples), if any
+    work_unit: str | None = None
+    peak: float | None = None  # datasheet peak in the same unit as value
+    dispersion: float | None = None  # relative spread of the samples (IQR / median), if measured
+    samples: int | None = None
+    baseline: float | None = None
+    ratio: float | None = None  # value / baseline
+    threshold: float | None = None  # the worst ratio that still passes (or best, for 'lower')
+    verdict: str = "recorded"
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.better not in BETTER:
+            raise ValueError(f"metric {self.name!r}: better must be 'higher' or 'lower', found {self.better!r}")
+        if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
+            raise TypeError(f"metric {self.name!r}: value must be a number, found {type(self.value).__name__}")
+
+    @property
+    def percent_of_peak(self) -> float | None:
+        if self.peak is None or self.peak <= 0 or not math.isfinite(self.value):
+            return None
+        return 100.0 * self.value / self.peak
+
+    def with_verdict(self, verdict: str, message: str = "", **changes: Any) -> Metric:
+        return replace(self, verdict=verdict, message=message, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["percent_of_peak"] = self.percent_of_peak
+        return {k: _json_number(v) for k, v in data.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Metric:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def to_property(self) -> tuple[str, str]:
+        """(name, value) for item.user_properties: survives xdist and lands in JUnit XML."""
+        return PROPERTY_PREFIX + self.name, json.dumps(self.to_dict(), sort_keys=True, allow_nan=False)
+
+
+def _json_number(value: Any) -> Any:
+    """NaN and infinities are not JSON; a non-finite measurement is stored as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def metrics_from_properties(properties: list[tuple[str, Any]]) -> list[Metric]:
+    """The metrics among a report's user properties, in recording order."""
+    found = []
+    for name, value in properties:
+        if isinstance(name, str) and name.startswith(PROPERTY_PREFIX) and isinstance(value, str):
+            data = json.loads(value)
+            if data.get("value") is None:
+                data["value"] = math.nan
+            found.append(Metric.from_dict(data))
+    return found
+
+
+def replace_properties(properties: list[tuple[str, Any]], metrics: list[Metric]) -> None:
+    """Put `metrics` in place of the metric properties of `properties` (in place)."""
+    properties[:] = [(n, v) for n, v in properties if not (isinstance(n, str) and n.startswith(PROPERTY_PREFIX))]
+    properties.extend(m.to_property() for m in metrics)
+
+
+def format_number(value: float | None, digits: int = 4) -> str:
+    """Four significant digits, the precision a throughput figure deserves."""
+    if value is None:
+        return "-"
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.{digits}g}"

@@ -1,0 +1,180 @@
+"""Command-line options, their ini twins and environment variables, resolved once into `Settings`.
+
+Precedence is command line > environment > ini > default, settled in `_raw_value` alone.
+Every parser raises `pytest.UsageError` naming the option, the bad value and the accepted forms.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import pytest
+
+SUITES: tuple[str, ...] = ("correctness", "perf", "convergence")
+GROUP = "rocm-validate"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its command-line flag, ini key, environment variable and help."""
+
+    flag: str
+    ini: str | None
+    env: str | None
+    help: str
+    metavar: str
+    default: str | None = None
+
+
+SUITE = OptionSpec(
+    "--rocm-suite",
+    "rocm_suite",
+    "ROCM_VALIDATE_SUITE",
+    "suites to run, comma-separated: correctness, perf, convergence or all (default: correctness)",
+    "LIST",
+    "correctness",
+)
+BASELINES = OptionSpec(
+    "--rocm-baselines",
+    "rocm_baselines",
+    "ROCM_VALIDATE_BASELINES",
+    "folder of per-device baselines (default: baselines/ at the rootdir)",
+    "DIR",
+)
+DEVICE = OptionSpec(
+    "--rocm-device",
+    "rocm_device",
+    "ROCM_VALIDATE_DEVICE",
+    "device to validate: a GPU index or 'cpu' (default: GPU 0, or the CPU when there is no GPU)",
+    "INDEX|cpu",
+)
+REPORT = OptionSpec(
+    "--rocm-report",
+    None,
+    None,
+    "write a JSON report (device, environment, per-test results and metrics) to this path",
+    "PATH",
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What this run was asked to do; resolved once in pytest_configure."""
+
+    suites: frozenset[str]
+    update_baselines: bool
+    baselines_dir: Path
+    device: int | str | None  # GPU index, "cpu", or None for automatic
+    report_path: Path | None
+    strict: bool
+    suite_given: bool  # --rocm-suite (or its env / ini twin) was set explicitly
+
+    def device_argument(self) -> str:
+        """The --rocm-device value that reproduces this run's device choice."""
+        return "auto" if self.device is None else str(self.device)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the core options in the one rocm-validate group."""
+    group = parser.getgroup(GROUP, "rocm-validate: GPU stack validation")
+    for spec in (SUITE, BASELINES, DEVICE):
+        group.addoption(spec.flag, action="store", default=None, metavar=spec.metavar, help=spec.help)
+        if spec.ini:
+            parser.addini(spec.ini, spec.help, default=None)
+    group.addoption(REPORT.flag, action="store", default=None, metavar=REPORT.metavar, help=REPORT.help)
+    group.addoption(
+        "--update-baselines",
+        action="store_true",
+        default=False,
+        help="record this run's measurements as the new baselines (only passing tests write)",
+    )
+    group.addoption(
+        "--rocm-strict",
+        action="store_true",
+        default=None,
+        help="CI gating: a missing baseline fails instead of skipping",
+    )
+    parser.addini("rocm_strict", "CI gating: a missing baseline fails instead of skipping", type="bool", default=False)
+
+
+def _raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str]:
+    """The value of an option and where it came from (command line > environment > ini)."""
+    value = config.getoption(spec.flag)
+    if value is not None:
+        return str(value), spec.flag
+    if spec.env and os.environ.get(spec.env):
+        return os.environ[spec.env], f"{spec.env} (environment)"
+    if spec.ini:
+        ini_value = config.getini(spec.ini)
+        if ini_value:
+            return str(ini_value).strip(), f"{spec.ini} (ini)"
+    return spec.default, spec.flag
+
+
+def parse_suites(value: str, source: str = SUITE.flag) -> frozenset[str]:
+    """'perf,correctness' -> {'perf', 'correctness'}; 'all' -> every suite."""
+    names = [part.strip().lower() for part in value.split(",") if part.strip()]
+    if not names:
+        raise pytest.UsageError(f"{source}: expected a suite name, found an empty value; accepted: {_suite_forms()}")
+    unknown = [name for name in names if name != "all" and name not in SUITES]
+    if unknown:
+        raise pytest.UsageError(
+            f"{source}={value!r}: unknown suite {', '.join(repr(u) for u in unknown)}; accepted: {_suite_forms()}"
+        )
+    return frozenset(SUITES) if "all" in names else frozenset(names)
+
+
+def _suite_forms() -> str:
+    return ", ".join(SUITES) + ", all (comma-separated, e.g. --rocm-suite=correctness,perf)"
+
+
+def parse_device(value: str, source: str = DEVICE.flag) -> int | str | None:
+    """'0' -> 0, 'cpu' -> 'cpu', 'auto' -> None."""
+    text = value.strip().lower()
+    if text in ("cpu", "auto"):
+        return None if text == "auto" else "cpu"
+    for prefix in ("cuda:", "hip:", "rocm:"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    if text.isdigit():
+        return int(text)
+    raise pytest.UsageError(
+        f"{source}={value!r}: expected a GPU index (0, 1, ...), 'cpu' or 'auto', e.g. --rocm-device=0"
+    )
+
+
+def _parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[str, str], T], default: T) -> T:
+    value, source = _raw_value(config, spec)
+    return default if value is None else parse(value, source)
+
+
+def resolve_settings(config: pytest.Config) -> Settings:
+    """Read every core option once; raises pytest.UsageError on a bad value."""
+    suite_value, suite_source = _raw_value(config, SUITE)
+    suites = parse_suites(suite_value or "correctness", suite_source)
+    baselines = _parse_or_default(config, BASELINES, lambda v, _s: Path(v).expanduser(), Path("baselines"))
+    if not baselines.is_absolute():
+        baselines = config.rootpath / baselines
+    if baselines.exists() and not baselines.is_dir():
+        raise pytest.UsageError(
+            f"{BASELINES.flag}: {baselines} is a file; expected a folder of <device-key>.json baselines"
+        )
+    report = config.getoption(REPORT.flag)
+    report_path = Path(report).expanduser().resolve() if report else None
+    if report_path is not None and report_path.is_dir():
+        raise pytest.UsageError(f"{REPORT.flag}={report!r} is a folder; expected a file path such as report.json")
+    strict_flag = config.getoption("--rocm-strict")
+    return Settings(
+        suites=suites,
+        update_baselines=bool(config.getoption("--update-baselines")),
+        baselines_dir=baselines,
+        device=_parse_or_default(config, DEVICE, parse_device, None),
+        report_path=report_path,
+        strict=bool(strict_flag) if strict_flag is not None else bool(config.getini("rocm_strict")),
+        suite_given=suite_source != SUITE.flag or config.getoption(SUITE.flag) is not None,
+    )
