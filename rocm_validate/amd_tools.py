@@ -124,6 +124,16 @@ def _cache_sizes(entries: Iterable[Mapping[str, Any]], size_unit: str) -> tuple[
     return l2, last
 
 
+def driver_version(value: Any) -> str | None:
+    """amdgpu driver version; amd-smi falls back to /proc/version for the in-box (kernel) driver,
+    printed with its spaces removed ('Linuxversion6.14.0-24-generic(buildd@...'): name it so."""
+    text = _text(value)
+    if text and text.lower().startswith("linuxversion"):
+        kernel = re.match(r"linuxversion([^\s(]+)", text, re.IGNORECASE)
+        return f"inbox (kernel {kernel.group(1)})" if kernel else "inbox"
+    return text
+
+
 def _max_level_mhz(levels: Any) -> int | None:
     if not isinstance(levels, Mapping):
         return None
@@ -172,7 +182,7 @@ def parse_amd_smi_static_json(text: str) -> list[AmdGpuFacts]:
                 last_level_cache_bytes=last,
                 max_clock_mhz=_max_level_mhz((clock.get("sys") or {}).get("frequency_levels")),
                 max_memory_clock_mhz=_max_level_mhz((clock.get("mem") or {}).get("frequency_levels")),
-                driver_version=_text((entry.get("driver") or {}).get("version")),
+                driver_version=driver_version((entry.get("driver") or {}).get("version")),
                 compute_partition=compute,
                 memory_partition=memory,
                 partition_id=partition_id,
@@ -290,7 +300,7 @@ def facts_from_amdsmi(
         l2_cache_bytes=l2,
         last_level_cache_bytes=last,
         max_clock_mhz=_int((clock or {}).get("max_clk")),
-        driver_version=_text((driver or {}).get("driver_version")),
+        driver_version=driver_version((driver or {}).get("driver_version")),
         compute_partition=_text(compute_partition),
         memory_partition=_text(memory_partition),
     )

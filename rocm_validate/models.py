@@ -184,6 +184,9 @@ def build_model(
         raise ModelBuildError(f"unknown scale {scale!r} for {name}; available: {', '.join(SCALES)}")
     spec = MODELS[name]
     config = _config(spec, scale, num_layers, attn_implementation)
+    length = seq_len or spec.seq_len[scale]
+    if length > config.max_position_embeddings:
+        raise ModelBuildError(f"seq_len {length} exceeds {name} {scale}'s {config.max_position_embeddings} positions")
     model_class = transformers.BertForPreTraining if spec.family == "bert" else transformers.LlamaForCausalLM
     target = torch.device(device)
     with torch.random.fork_rng(devices=[target] if target.type == "cuda" else []):
@@ -192,9 +195,6 @@ def build_model(
             model = model_class(config)
     if dtype is not None:
         model = model.to(dtype=dtype)
-    length = seq_len or spec.seq_len[scale]
-    if length > config.max_position_embeddings:
-        raise ModelBuildError(f"seq_len {length} exceeds {name} {scale}'s {config.max_position_embeddings} positions")
     batch_maker = mlm_batch if spec.family == "bert" else causal_batch
     vocab = config.vocab_size
 

@@ -33,6 +33,8 @@ def suite_of(path: Path, rootpath: Path, marker_args: tuple[object, ...] | None)
 def touches_suites(args: list[str], invocation_dir: Path, rootpath: Path) -> bool:
     """Whether the paths pytest was asked to collect include (or lie inside) suites/."""
     suites_dir = (rootpath / SUITES_FOLDER).resolve()
+    if not suites_dir.is_dir():
+        return False
     for arg in args:
         target = (invocation_dir / arg.split("::", 1)[0]).resolve()
         if target == suites_dir or suites_dir in target.parents or target in suites_dir.parents:

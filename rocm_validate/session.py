@@ -51,7 +51,8 @@ class RunState:
             raise pytest.UsageError(str(exc)) from None
 
     def metrics(self) -> list[Metric]:
-        return [m for r in self.results.values() for m in r.metrics]
+        """Every recorded metric, ordered by test id so xdist runs print the same table."""
+        return [m for r in sorted(self.results.values(), key=lambda r: r.nodeid) for m in r.metrics]
 
 
 STATE_KEY = pytest.StashKey[RunState]()

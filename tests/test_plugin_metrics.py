@@ -1,0 +1,98 @@
+"""Recorded metrics reach the terminal table, JUnit XML and the JSON report, also from xdist workers."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import fake_devices
+from rocm_validate import jsonfile
+from rocm_validate.report import REPORT_SCHEMA
+
+TWO_METRICS = """
+def test_gemm(record_rocm_metric):
+    record_rocm_metric("gemm_bf16", 731.25, "TFLOP/s", peak=989.4, work=1.1e12, work_unit="FLOP")
+
+def test_latency(record_rocm_metric):
+    record_rocm_metric("launch_latency", 4.5, "us", better="lower")
+"""
+
+
+def test_metrics_are_listed_in_the_terminal_table(pytester):
+    pytester.makepyfile(TWO_METRICS)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*= rocm-validate metrics =*",
+            "metric * value * unit * baseline * ratio * % peak * verdict",
+            "gemm_bf16 * 731.2 * TFLOP/s * - * - * 73.9 * recorded",
+            "launch_latency * 4.5 * us * - * - * - * recorded",
+        ]
+    )
+
+
+def test_each_metric_is_a_junit_property_holding_its_json(pytester):
+    pytester.makepyfile(TWO_METRICS)
+    pytester.runpytest("--junitxml=junit.xml")
+    tree = ET.parse(pytester.path / "junit.xml")
+    properties = {p.get("name"): p.get("value") for p in tree.iter("property")}
+    gemm = json.loads(properties["rocm_metric.gemm_bf16"])
+    assert (gemm["value"], gemm["unit"], gemm["better"], gemm["verdict"]) == (731.25, "TFLOP/s", "higher", "recorded")
+    assert round(gemm["percent_of_peak"], 1) == 73.9
+
+
+def test_the_json_report_holds_device_environment_tests_and_metrics(pytester):
+    pytester.makeconftest(fake_devices.discovery_conftest(fake_devices.h100()))
+    pytester.makepyfile(TWO_METRICS + "\ndef test_broken():\n    assert 1 == 2\n")
+    result = pytester.runpytest("--rocm-suite=correctness", "--rocm-report=out/report.json")
+    assert result.ret == 1
+    report = jsonfile.read_json(pytester.path / "out" / "report.json", REPORT_SCHEMA, fix="")
+    assert report["device"]["device_key"] == "nvidia-h100-80gb-hbm3-sm90"
+    assert report["environment"]["packages"]["torch"]
+    assert report["summary"] == {"passed": 2, "failed": 1}
+    assert [m["name"] for m in report["metrics"]] == ["gemm_bf16", "launch_latency"]
+    broken = next(t for t in report["tests"] if t["nodeid"].endswith("test_broken"))
+    assert broken["outcome"] == "failed" and "assert 1 == 2" in broken["message"]
+    assert report["exit_status"] == 1
+
+
+def test_a_nan_measurement_fails_its_test_and_is_reported_as_invalid(pytester):
+    pytester.makepyfile("def test_nan(record_rocm_metric):\n    record_rocm_metric('bw', float('nan'), 'GB/s')\n")
+    result = pytester.runpytest("--rocm-report=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*metric bw is nan: the measurement produced no finite number*"])
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert report["metrics"][0]["verdict"] == "invalid" and report["metrics"][0]["value"] is None
+
+
+def test_a_metric_with_a_wrong_direction_is_an_error_naming_it(pytester):
+    pytester.makepyfile("def test_x(record_rocm_metric):\n    record_rocm_metric('bw', 1.0, 'GB/s', better='up')\n")
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*metric 'bw': better must be 'higher' or 'lower', found 'up'*"])
+
+
+def test_metrics_from_xdist_workers_reach_the_table_and_the_report(pytester):
+    pytester.makepyfile(TWO_METRICS)
+    result = pytester.runpytest_subprocess("-n", "2", "--rocm-report=report.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["gemm_bf16 * 731.2 *"])
+    result.stdout.fnmatch_lines(["launch_latency * 4.5 *"])
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert sorted(m["name"] for m in report["metrics"]) == ["gemm_bf16", "launch_latency"]
+    assert "rocm_metric.launch_latency" in (pytester.path / "junit.xml").read_text()
+
+
+def test_a_finalize_hook_can_replace_a_metric_after_the_call(pytester):
+    pytester.makeconftest(
+        "def pytest_rocm_metric_finalize(item, report, metric):\n"
+        "    return metric.with_verdict('updated' if report.passed else 'kept', 'seen by hook')\n"
+    )
+    pytester.makepyfile(TWO_METRICS)
+    result = pytester.runpytest("--rocm-report=report.json")
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert {m["verdict"] for m in report["metrics"]} == {"updated"}
+    result.stdout.fnmatch_lines(["gemm_bf16: seen by hook"])
+
+
+def test_a_run_without_metrics_prints_no_table(pytester):
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    assert "rocm-validate metrics" not in pytester.runpytest().stdout.str()
