@@ -94,6 +94,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     """After the call phase, let gates finalize each metric (e.g. write a baseline on success)."""
     report = yield
+    if call.excinfo is not None and call.excinfo.typename == "OutOfMemoryError":
+        report.sections.append(("rocm-validate: out of device memory", _release_device_memory()))
     pending = item.stash.get(PENDING_METRICS_KEY, [])
     if call.when == "call" and pending:
         finalized = []
@@ -104,6 +106,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         replace_properties(item.user_properties, finalized)
         replace_properties(report.user_properties, finalized)
     return report
+
+
+def _release_device_memory() -> str:
+    """After an OOM: free the cached blocks so later tests start clean, and say what is free now."""
+    import gc
+
+    torch = sys.modules.get("torch")
+    gc.collect()
+    if torch is None or not torch.cuda.is_available():
+        return "host memory exhausted; lower the problem size or run fewer pytest-xdist workers"
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info()
+    return (
+        f"device memory now free: {free / 1024**3:.1f} GiB of {total / 1024**3:.1f} GiB after releasing cached "
+        "blocks; this test needs more than was free: lower its size, close other processes on the GPU "
+        "(HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES), or run fewer pytest-xdist workers per GPU"
+    )
 
 
 def _outcome(report: pytest.TestReport) -> str:

@@ -96,3 +96,16 @@ def test_a_finalize_hook_can_replace_a_metric_after_the_call(pytester):
 def test_a_run_without_metrics_prints_no_table(pytester):
     pytester.makepyfile("def test_ok():\n    pass\n")
     assert "rocm-validate metrics" not in pytester.runpytest().stdout.str()
+
+
+def test_an_out_of_memory_error_fails_only_its_test_and_says_what_to_do(pytester):
+    pytester.makepyfile(
+        "import torch\n\n"
+        "def test_huge():\n"
+        "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 900.00 GiB')\n\n"
+        "def test_after():\n"
+        "    assert torch.ones(2).sum() == 2\n"
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*rocm-validate: out of device memory*", "*lower the problem size*"])
