@@ -91,10 +91,15 @@ _PT_FLASH_CK = _PT_FLASH + " (ROCm CK branch)"
 _PT_MEM_EFF = "PyTorch test_transformers.py test_mem_efficient_attention(_attn_mask)_vs_math_ref_grads"
 _PT_CUDNN = "PyTorch flash factors; its cuDNN/fused cudagraph test passes with 3/110/8/3"
 _PT_ATOL = "PyTorch _check_equal floor: float32 default atol 1e-5"
-_CPU_MEASURED = "measured on x86 CPU (torch 2.13) x ~10 headroom; PyTorch's CPU test allows atol 1e-5 / rtol 5e-6"
+_CPU_MEASURED = (
+    "measured on x86 CPU, torch 2.13, worst of 96 cases: fp32 1.8/3.1/3.1/1.6, bf16 1.6/24/9.7/2.2 (out/q/k/v)"
+)
 _PT_SCALED_MM = "PyTorch test_scaled_matmul_cuda.py: fp8 GEMM vs fp32 emulation of the same operands"
+_PT_SCALED_MM_FP32 = _PT_SCALED_MM + "; fp32 output allowed 3e-3 there (FP8 MMA accumulates in reduced precision)"
+_FP8_PATHS = "same FP8 operands through _scaled_mm and the fp32 emulation: output rounding + accumulation order"
 _TORCHAO = "torchao float8 tests: SQNR of casts and GEMMs >= 25 dB, Float8Linear out >= 20 dB, grads >= 17 dB"
-_GEMM = "correctly rounded result is the reference; fp32 accumulation of K terms stays within a few ulps"
+_GEMM_LOW = "reference = golden correctly rounded; split-K reductions in the dtype add a few ulps"
+_GEMM_FP32 = "reference = host CPU fp32 GEMM; device accumulation error of the same order; TF32 is ~500x worse"
 _OPTIM = "PyTorch test_optim fused/foreach vs for-loop; apex allows 1e-3 abs vs torch Adam"
 _INDUCTOR = "Inductor check_model: compiled vs eager on upcast inputs; fusion may reorder reductions"
 _AUTOCAST = "bf16 autocast: the layer with fused attention vs the same layer with math attention"
@@ -127,9 +132,9 @@ RULES: tuple[Rule, ...] = (
     Rule("sdpa.flash.grad_k", _t(145, source=_PT_FLASH_CK), backend="rocm", library="ck"),
     Rule("sdpa.flash.grad_q", _t(1550, source=_PT_FLASH_CK), backend="rocm", library="ck", min_seq_k=2048),
     Rule("sdpa.flash.grad_k", _t(190, source=_PT_FLASH_CK), backend="rocm", library="ck", min_seq_k=2048),
-    Rule("sdpa.flash.out", _t(4, source=_CPU_MEASURED), backend="cpu"),
-    Rule("sdpa.flash.grad_q", _t(16, source=_CPU_MEASURED), backend="cpu"),
-    Rule("sdpa.flash.grad_k", _t(16, source=_CPU_MEASURED), backend="cpu"),
+    Rule("sdpa.flash.out", _t(8, source=_CPU_MEASURED), backend="cpu"),
+    Rule("sdpa.flash.grad_q", _t(32, source=_CPU_MEASURED), backend="cpu"),
+    Rule("sdpa.flash.grad_k", _t(32, source=_CPU_MEASURED), backend="cpu"),
     Rule("sdpa.flash.grad_v", _t(8, source=_CPU_MEASURED), backend="cpu"),
     Rule("sdpa.mem_efficient.out", _t(4, source=_PT_MEM_EFF)),
     Rule("sdpa.mem_efficient.grad_q", _t(160, source=_PT_MEM_EFF)),
@@ -147,19 +152,20 @@ RULES: tuple[Rule, ...] = (
     Rule("sdpa.cudnn.grad_k", _t(16, source=_PT_CUDNN)),
     Rule("sdpa.cudnn.grad_v", _t(4, source=_PT_CUDNN)),
     # --- dense GEMM (torch.matmul through the BLAS library) vs the correctly rounded float64 result ---
-    Rule("gemm.bfloat16", _t(4, atol=0.0, source=_GEMM)),
-    Rule("gemm.float16", _t(4, atol=0.0, source=_GEMM)),
-    Rule("gemm.float32", _t(4, atol=0.0, source=_GEMM, rtol=2e-6)),
+    Rule("gemm.bfloat16", _t(8, atol=0.0, source=_GEMM_LOW)),
+    Rule("gemm.float16", _t(8, atol=0.0, source=_GEMM_LOW)),
+    Rule("gemm.float32", _t(8, atol=0.0, source=_GEMM_FP32, rtol=1e-6)),
     Rule("gemm.exact", EXACT),
     # --- FP8 ---
     Rule("fp8.cast", EXACT),
     Rule("scaled_mm.exact", EXACT),
-    Rule("scaled_mm.emulation", _t(4, atol=0.0, source=_PT_SCALED_MM, rtol=2e-6)),
+    Rule("scaled_mm.emulation.bfloat16", _t(4, atol=0.0, source=_PT_SCALED_MM)),
+    Rule("scaled_mm.emulation.float32", _t(4, atol=0.0, source=_PT_SCALED_MM_FP32, rtol=1e-3)),
     Rule("scaled_mm.quantization", _t(None, atol=0.0, min_sqnr_db=25.0, source=_TORCHAO)),
     Rule("fp8_linear.out", _t(None, atol=0.0, min_sqnr_db=20.0, source=_TORCHAO)),
     Rule("fp8_linear.grad_input", _t(None, atol=0.0, min_sqnr_db=17.0, source=_TORCHAO)),
     Rule("fp8_linear.grad_weight", _t(None, atol=0.0, min_sqnr_db=17.0, source=_TORCHAO)),
-    Rule("fp8_linear.scaled_mm_vs_emulation", _t(4, atol=0.0, source=_PT_SCALED_MM, rtol=2e-6)),
+    Rule("fp8_linear.paths", _t(0, atol=0.0, source=_FP8_PATHS, rtol=1e-2)),
     # --- optimizers, after 20 steps, vs the float64 reference; reference = for-loop in the same dtype ---
     Rule("adamw.param", _t(4, atol=1e-7, source=_OPTIM)),
     Rule("adamw.state", _t(4, atol=1e-7, source=_OPTIM)),
