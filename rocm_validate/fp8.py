@@ -223,16 +223,17 @@ def fp8_mm(
     b_scale_inv: torch.Tensor,
     out_dtype: torch.dtype,
     use_scaled_mm: bool,
+    alignment: int | None = None,
 ) -> torch.Tensor:
     """(a * a_scale_inv) @ (b * b_scale_inv) for FP8 a [M, K] and b [K, N], in `out_dtype`.
 
-    Through torch._scaled_mm (A row-major, B column-major, K and N padded to its alignment) or
-    through the float32 emulation of the same operands.
+    Through torch._scaled_mm (A row-major, B column-major, K and N zero-padded to `alignment`,
+    by default the device's) or through the float32 emulation of the same operands.
     """
     if not use_scaled_mm:
         product = a.float() @ b.float()
         return (product * (a_scale_inv * b_scale_inv)).to(out_dtype)
-    align = scaled_mm_alignment(a.device.type)
+    align = alignment or scaled_mm_alignment(a.device.type)
     m, k = a.shape
     n = b.shape[1]
     k_pad, n_pad = _round_up(k, align), _round_up(n, align)
