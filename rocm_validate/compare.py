@@ -30,17 +30,17 @@ class Comparison:
     shape: tuple[int, ...]
     numel: int
     candidate_error: float  # max |candidate - golden| over finite golden entries (inf if non-finite there)
-    reference_error: float | None  # same for the low-precision reference; None without one
-    allowed: float | None  # the bound the candidate error must meet; None for SQNR-only checks
     mismatches: int
-    nonfinite: int  # candidate NaN/Inf where the golden is finite
-    worst_index: tuple[int, ...]
-    worst_candidate: float
-    worst_golden: float
-    worst_relative: float
-    worst_relative_index: tuple[int, ...]
-    sqnr_db: float
-    reference_sqnr_db: float | None
+    reference_error: float | None = None  # same for the low-precision reference; None without one
+    allowed: float | None = None  # the bound the candidate error must meet; None for SQNR-only checks
+    nonfinite: int = 0  # candidate NaN/Inf where the golden is finite
+    worst_index: tuple[int, ...] = ()
+    worst_candidate: float = math.nan
+    worst_golden: float = math.nan
+    worst_relative: float = math.nan
+    worst_relative_index: tuple[int, ...] = ()
+    sqnr_db: float = math.nan
+    reference_sqnr_db: float | None = None
     problem: str = ""  # a structural failure (shape mismatch) that makes the numbers meaningless
 
     @property
@@ -215,25 +215,8 @@ def compare(
 
 
 def _structural(check: str, tolerance: Tolerance, shape: tuple[int, ...], problem: str) -> Comparison:
-    return Comparison(
-        check=check,
-        tolerance=tolerance,
-        shape=shape,
-        numel=math.prod(shape),
-        candidate_error=math.inf,
-        reference_error=None,
-        allowed=None,
-        mismatches=math.prod(shape),
-        nonfinite=0,
-        worst_index=(),
-        worst_candidate=math.nan,
-        worst_golden=math.nan,
-        worst_relative=math.inf,
-        worst_relative_index=(),
-        sqnr_db=math.nan,
-        reference_sqnr_db=None,
-        problem=problem,
-    )
+    numel = math.prod(shape)
+    return Comparison(check, tolerance, shape, numel, candidate_error=math.inf, mismatches=numel, problem=problem)
 
 
 def assert_passed(comparisons: Iterable[Comparison]) -> None:
@@ -244,17 +227,3 @@ def assert_passed(comparisons: Iterable[Comparison]) -> None:
     if failed:
         header = f"{len(failed)} of {len(done)} checks failed"
         raise AssertionError("\n\n".join([header, *(c.message() for c in failed)]))
-
-
-def assert_close_to_golden(
-    check: str,
-    candidate: torch.Tensor,
-    golden: torch.Tensor,
-    tolerance: Tolerance,
-    reference: torch.Tensor | None = None,
-) -> Comparison:
-    """compare(...) and fail the test with its message unless it passed."""
-    __tracebackhide__ = True
-    result = compare(check, candidate, golden, tolerance, reference)
-    assert_passed([result])
-    return result

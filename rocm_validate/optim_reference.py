@@ -58,14 +58,10 @@ class ReferenceAdamW(_Moments):
 
 
 @dataclass(frozen=True)
-class LambConfig:
+class LambConfig(AdamWConfig):
     """apex FusedLAMB's defaults: AdamW-mode decay, bias correction, global grad-norm clip at 1."""
 
-    lr: float = 1e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
     eps: float = 1e-6
-    weight_decay: float = 1e-2
     max_grad_norm: float = 1.0
     use_nvlamb: bool = False  # apply the trust ratio also to parameters without weight decay
 

@@ -8,6 +8,7 @@ an in-process run would let pytester unload torch modules between runs, which cr
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -18,64 +19,47 @@ pytest_plugins = ("pytester",)
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "correctness"
 
-WRONG_SDPA = '''
+def wrong_plugin(module: str, attribute: str, wrong: str) -> str:
+    """Source of a plugin whose autouse fixture replaces `module.attribute` by the function
+    `wrong` (given as source; it may call `original`) for every test of the run."""
+    return f"""
 import pytest, torch
-import torch.nn.functional as F
+import {module} as target
+
 
 @pytest.fixture(autouse=True)
-def fused_attention_ignores_the_strides_of_v(monkeypatch):
-    """Fused SDPA reads a non-contiguous V as if it were contiguous (the class of ROCm/pytorch#3230)."""
-    original = F.scaled_dot_product_attention
+def deliberately_wrong_implementation(monkeypatch):
+    original = getattr(target, "{attribute}")
+{textwrap.indent(textwrap.dedent(wrong), "    ")}
+    monkeypatch.setattr(target, "{attribute}", wrong)
+"""
 
+
+# Fused SDPA reads a non-contiguous V as if it were contiguous (the class of ROCm/pytorch#3230).
+WRONG_SDPA = wrong_plugin("torch.nn.functional", "scaled_dot_product_attention", """
     def wrong(query, key, value, *args, **kwargs):
         if not torch.backends.cuda.math_sdp_enabled() and not value.is_contiguous():
             value = value.as_strided(value.shape, torch.empty(value.shape).stride(), value.storage_offset())
         return original(query, key, value, *args, **kwargs)
+""")
 
-    monkeypatch.setattr(F, "scaled_dot_product_attention", wrong)
-'''
-
-WRONG_SCALED_MM = '''
-import pytest, torch
-
-@pytest.fixture(autouse=True)
-def scaled_mm_two_percent_high(monkeypatch):
-    original = torch._scaled_mm
-
+WRONG_SCALED_MM = wrong_plugin("torch", "_scaled_mm", """
     def wrong(*args, **kwargs):
         out = original(*args, **kwargs)
         return (out.float() * 1.02).to(out.dtype)
+""")
 
-    monkeypatch.setattr(torch, "_scaled_mm", wrong)
-'''
-
-WRONG_FUSED_ADAMW = '''
-import pytest, torch
-
-@pytest.fixture(autouse=True)
-def fused_adamw_steps_one_percent_too_far(monkeypatch):
-    original = torch._fused_adamw_
-
+WRONG_FUSED_ADAMW = wrong_plugin("torch", "_fused_adamw_", """
     def wrong(*args, **kwargs):
         kwargs["lr"] = kwargs["lr"] * 1.01
         return original(*args, **kwargs)
+""")
 
-    monkeypatch.setattr(torch, "_fused_adamw_", wrong)
-'''
-
-WRONG_FP8_LINEAR = '''
-import pytest, torch
-from rocm_validate import fp8
-
-@pytest.fixture(autouse=True)
-def fp8_gemm_forgets_the_second_operands_scale(monkeypatch):
-    original = fp8.fp8_mm
-
+# The FP8 GEMM of the reference recipe drops the dequantization scale of its second operand.
+WRONG_FP8_LINEAR = wrong_plugin("rocm_validate.fp8", "fp8_mm", """
     def wrong(a, b, a_scale_inv, b_scale_inv, *args, **kwargs):
         return original(a, b, a_scale_inv, torch.ones_like(b_scale_inv), *args, **kwargs)
-
-    monkeypatch.setattr(fp8, "fp8_mm", wrong)
-'''
+""")
 
 
 @pytest.fixture

@@ -7,40 +7,43 @@ import math
 import pytest
 import torch
 
-from rocm_validate.optim_check import PARAM_SHAPES, check_adamw, check_lamb, gradient_stream, initial_params
+from rocm_validate.optim_check import (
+    PARAM_SHAPES,
+    check_adamw,
+    check_lamb,
+    gradient_stream,
+    initial_params,
+    run_torch_optimizer,
+)
 from rocm_validate.optim_reference import AdamWConfig, LambConfig, ReferenceAdamW, ReferenceLamb
 
 
-def test_reference_adamw_equals_torch_adamw_in_float64():
-    config = AdamWConfig(lr=1e-2, weight_decay=0.1)
-    start = initial_params(PARAM_SHAPES, seed=0)
-    params = [torch.nn.Parameter(p.clone()) for p in start]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
-                                  weight_decay=config.weight_decay, foreach=False)
-    reference = ReferenceAdamW(start, config)
-    for grads in gradient_stream(PARAM_SHAPES, 20, seed=0):
-        for p, g in zip(params, grads):
-            p.grad = g.clone()
-        optimizer.step()
-        reference.step(grads)
+def _assert_same_run(make_torch, reference, start, grads, tolerance: float) -> None:
+    """The torch optimizer and the reference, fed the same float64 gradients, end equal."""
+    params, _ = run_torch_optimizer(make_torch, start, grads, torch.float64, "cpu")
+    for step in grads:
+        reference.step(step)
     for p, r in zip(params, reference.params):
-        torch.testing.assert_close(p.detach(), r, rtol=1e-13, atol=1e-13)
+        torch.testing.assert_close(p, r, rtol=tolerance, atol=tolerance)
+
+
+def test_reference_adamw_equals_torch_adamw_in_float64():
+    c = AdamWConfig(lr=1e-2, weight_decay=0.1)
+    start = initial_params(PARAM_SHAPES, seed=0)
+    _assert_same_run(
+        lambda ps: torch.optim.AdamW(ps, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, weight_decay=c.weight_decay,
+                                     foreach=False),
+        ReferenceAdamW(start, c), start, gradient_stream(PARAM_SHAPES, 20, seed=0), 1e-13)
 
 
 def test_reference_lamb_without_weight_decay_or_clipping_is_adam():
-    config = LambConfig(lr=1e-2, weight_decay=0.0, eps=1e-6)
+    c = LambConfig(lr=1e-2, weight_decay=0.0, eps=1e-6)
     start = initial_params(PARAM_SHAPES, seed=1)
-    params = [torch.nn.Parameter(p.clone()) for p in start]
-    adam = torch.optim.Adam(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps, foreach=False)
-    lamb = ReferenceLamb(start, config)
-    for grads in gradient_stream(PARAM_SHAPES, 5, seed=1):
-        small = [g / 1000 for g in grads]  # global norm about 0.2, below max_grad_norm: no clipping
-        for p, g in zip(params, small):
-            p.grad = g.clone()
-        adam.step()
-        lamb.step(small)
-    for p, r in zip(params, lamb.params):
-        torch.testing.assert_close(p.detach(), r, rtol=1e-12, atol=1e-12)
+    # gradients with a global norm of about 0.2, below max_grad_norm: no clipping
+    grads = [[g / 1000 for g in step] for step in gradient_stream(PARAM_SHAPES, 5, seed=1)]
+    _assert_same_run(
+        lambda ps: torch.optim.Adam(ps, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, foreach=False),
+        ReferenceLamb(start, c), start, grads, 1e-12)
 
 
 def test_reference_lamb_clips_the_global_gradient_norm():
