@@ -103,6 +103,7 @@ _GEMM_FP32 = "reference = host CPU fp32 GEMM; device accumulation error of the s
 _OPTIM = "PyTorch test_optim fused/foreach vs for-loop; apex allows 1e-3 abs vs torch Adam"
 _INDUCTOR = "Inductor check_model: compiled vs eager on upcast inputs; fusion may reorder reductions"
 _AUTOCAST = "bf16 autocast: the layer with fused attention vs the same layer with math attention"
+_AUTOCAST_GRAD = _AUTOCAST + "; fused attention's grad_q alone may reach 180x the math error (PyTorch), bf16 GEMMs dilute it"
 _EXACT = "exact by construction: representable inputs, no rounding anywhere"
 _GRAPHS = "graph replay runs the captured kernels on the same data: bitwise, as PyTorch and TE assert"
 _APEX_LAMB = "apex test_fused_lamb: FusedLAMB vs a Python reference LAMB"
@@ -175,7 +176,7 @@ RULES: tuple[Rule, ...] = (
     Rule("compiled.grad", _t(4, source=_INDUCTOR)),
     # --- a BERT-L encoder layer under bf16 autocast ---
     Rule("bert_layer.out", _t(4, source=_AUTOCAST)),
-    Rule("bert_layer.grad", _t(4, source=_AUTOCAST)),
+    Rule("bert_layer.grad", _t(16, source=_AUTOCAST_GRAD)),
     # --- CUDA / HIP graph replay vs eager and vs other replays ---
     Rule("graph.replay", Tolerance(k=0, source=_GRAPHS)),
 )
