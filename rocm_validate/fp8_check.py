@@ -161,7 +161,8 @@ def fp8_operands(problem: GemmProblem, fmt: Fp8Format, rowwise: bool, device: An
 def emulate(ops: Fp8Operands, dtype: torch.dtype) -> torch.Tensor:
     """(A * a_inv) @ (W * w_inv)^T computed in `dtype` from the FP8 values."""
     w_inv = ops.w_inv.reshape(-1, 1) if ops.w_inv.dim() else ops.w_inv
-    return (ops.a.to(dtype) * ops.a_inv.to(dtype)) @ (ops.w.to(dtype) * w_inv.to(dtype)).t()
+    a, w = ops.a.float().to(dtype), ops.w.float().to(dtype)  # FP8 upcasts exactly to float32
+    return (a * ops.a_inv.to(dtype)) @ (w * w_inv.to(dtype)).t()
 
 
 def run_scaled_mm(ops: Fp8Operands, out_dtype: torch.dtype, layout: str = "contiguous") -> torch.Tensor:

@@ -99,7 +99,7 @@ _PT_SCALED_MM_FP32 = _PT_SCALED_MM + "; fp32 output allowed 3e-3 there (FP8 MMA 
 _FP8_PATHS = "same FP8 operands through _scaled_mm and the fp32 emulation: output rounding + accumulation order"
 _TORCHAO = "torchao float8 tests: SQNR of casts and GEMMs >= 25 dB, Float8Linear out >= 20 dB, grads >= 17 dB"
 _GEMM_LOW = "reference = golden correctly rounded; split-K reductions in the dtype add a few ulps"
-_GEMM_FP32 = "reference = host CPU fp32 GEMM; device accumulation error of the same order; TF32 is ~500x worse"
+_GEMM_FP32 = "reference = golden correctly rounded; x86 MKL measured up to 22x over 46 shapes (K <= 14336); TF32 ~8000x"
 _OPTIM = "PyTorch test_optim fused/foreach vs for-loop; apex allows 1e-3 abs vs torch Adam"
 _INDUCTOR = "Inductor check_model: compiled vs eager on upcast inputs; fusion may reorder reductions"
 _AUTOCAST = "bf16 autocast: the layer with fused attention vs the same layer with math attention"
@@ -155,7 +155,7 @@ RULES: tuple[Rule, ...] = (
     # --- dense GEMM (torch.matmul through the BLAS library) vs the correctly rounded float64 result ---
     Rule("gemm.bfloat16", _t(8, atol=0.0, source=_GEMM_LOW)),
     Rule("gemm.float16", _t(8, atol=0.0, source=_GEMM_LOW)),
-    Rule("gemm.float32", _t(8, atol=0.0, source=_GEMM_FP32, rtol=1e-6)),
+    Rule("gemm.float32", _t(64, atol=0.0, source=_GEMM_FP32)),
     Rule("gemm.exact", EXACT),
     # --- FP8 ---
     Rule("fp8.cast", EXACT),
