@@ -90,7 +90,6 @@ _PT_FLASH_ROCM = _PT_FLASH + " (ROCm AOTriton branch)"
 _PT_FLASH_CK = _PT_FLASH + " (ROCm CK branch)"
 _PT_MEM_EFF = "PyTorch test_transformers.py test_mem_efficient_attention(_attn_mask)_vs_math_ref_grads"
 _PT_CUDNN = "PyTorch flash factors; its cuDNN/fused cudagraph test passes with 3/110/8/3"
-_PT_ATOL = "PyTorch _check_equal floor: float32 default atol 1e-5"
 _CPU_MEASURED = (
     "measured on x86 CPU, torch 2.13, worst of 96 cases: fp32 1.8/3.1/3.1/1.6, bf16 1.6/24/9.7/2.2 (out/q/k/v)"
 )
@@ -110,6 +109,7 @@ _APEX_LAMB = "apex test_fused_lamb: FusedLAMB vs a Python reference LAMB"
 
 
 def _t(k: float | None, atol: float = 1e-5, source: str = "", **more: float) -> Tolerance:
+    """A row's tolerance; atol defaults to PyTorch _check_equal's floor (float32's default atol)."""
     return Tolerance(k=k, atol=atol, source=source, **more)
 
 
@@ -152,7 +152,7 @@ RULES: tuple[Rule, ...] = (
     Rule("sdpa.cudnn.grad_q", _t(180, source=_PT_CUDNN)),
     Rule("sdpa.cudnn.grad_k", _t(16, source=_PT_CUDNN)),
     Rule("sdpa.cudnn.grad_v", _t(4, source=_PT_CUDNN)),
-    # --- dense GEMM (torch.matmul through the BLAS library) vs the correctly rounded float64 result ---
+    # --- dense GEMM (F.linear through the BLAS library); reference = the golden correctly rounded ---
     Rule("gemm.bfloat16", _t(8, atol=0.0, source=_GEMM_LOW)),
     Rule("gemm.float16", _t(8, atol=0.0, source=_GEMM_LOW)),
     Rule("gemm.float32", _t(64, atol=0.0, source=_GEMM_FP32)),
