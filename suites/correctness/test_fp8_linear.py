@@ -49,8 +49,7 @@ def test_delayed_scaling_rolls_the_amax_history_exactly(torch_device, fp8_format
         state.cast(x, 0, fmt)
         assert used == scale, f"step {step}: the cast used scale {used}, the recipe says {scale}"
         window[0] = amax
-        finite = [a for a in window if a == a]
-        reduced = math.nan if len(finite) < len(window) else max(finite)
+        reduced = math.nan if any(math.isnan(a) for a in window) else max(window)
         good = math.isfinite(reduced) and reduced > 0
         scale = fmt.max / reduced / 2**recipe.margin if good else 1.0
         window = window[1:] + window[:1]
