@@ -1,0 +1,40 @@
+"""Dense GEMMs through each BLAS library of the device (cuBLAS / cuBLASLt, rocBLAS / hipBLASLt)
+at BERT-L and Llama-3.1-8B layer shapes, against float64; exact cases catch dropped tiles."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocm_validate.blas import BLAS_CHOICES, BlasUnavailable, blas_skip_reason, preferred_blas
+from rocm_validate.compare import assert_passed
+from rocm_validate.gemm_check import check_exact_gemm, check_large_output, check_linear
+from rocm_validate.sizes import GEMM_SHAPES, gemm_problem
+
+
+@pytest.fixture(params=BLAS_CHOICES)
+def blas_library(request, rocm_device):
+    """Each BLAS choice in turn, PyTorch switched to it for the test and restored afterwards."""
+    reason = blas_skip_reason(request.param, rocm_device)
+    if reason:
+        pytest.skip(reason)
+    try:
+        with preferred_blas(request.param, rocm_device.backend) as library:
+            yield library
+    except BlasUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("shape", list(GEMM_SHAPES))
+def test_linear_layer_gemm_matches_float64(rocm_device, torch_device, shape, gemm_dtype, blas_library):
+    problem = gemm_problem(shape, rocm_device.is_gpu)
+    assert_passed([check_linear(problem, gemm_dtype, torch_device, rocm_device.backend, rocm_device.arch)])
+
+
+def test_gemm_on_small_integers_is_exact(rocm_device, torch_device, gemm_dtype, blas_library):
+    assert_passed([check_exact_gemm(gemm_dtype, torch_device, rocm_device.backend, rocm_device.arch)])
+
+
+@pytest.mark.requires_gpu
+@pytest.mark.requires_memory(16)
+def test_bf16_gemm_with_an_output_beyond_2_gib_stores_every_row(rocm_device, torch_device, blas_library):
+    assert_passed(check_large_output(torch_device, rocm_device.backend, rocm_device.arch))

@@ -1,0 +1,32 @@
+"""Optimizers: fused and foreach AdamW against a float64 reference over 20 steps (parameters and
+both moments), and apex's FusedLAMB against the reference LAMB when apex is installed."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from rocm_validate.compare import assert_passed
+from rocm_validate.optim_check import ADAMW_VARIANTS, check_adamw, check_lamb
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("variant", ADAMW_VARIANTS)
+def test_adamw_matches_the_float64_reference(rocm_device, torch_device, variant, dtype):
+    assert_passed(check_adamw(variant, dtype, torch_device, rocm_device.backend, rocm_device.arch))
+
+
+@pytest.mark.requires_gpu
+def test_apex_fused_lamb_matches_the_reference_lamb(rocm_device, torch_device):
+    try:
+        optimizers = importlib.import_module("apex.optimizers")
+    except Exception as exc:  # apex's CUDA extensions fail to import in many ways
+        pytest.skip(f"needs apex (with its CUDA extensions) to validate FusedLAMB, found it not importable: {exc}")
+
+    def make(params, config):
+        return optimizers.FusedLAMB(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
+                                    weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
+                                    use_nvlamb=config.use_nvlamb, adam_w_mode=True, bias_correction=True)
+
+    assert_passed(check_lamb(make, torch_device, rocm_device.backend, rocm_device.arch))

@@ -1,0 +1,32 @@
+"""scaled_dot_product_attention: every backend of the device against the float64 math golden,
+forward and backward, across masks, V layouts, head dims 64 / 128 and large inputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocm_validate.attention import (
+    CANDIDATE_BACKENDS,
+    NAMED_CASES,
+    BackendRefused,
+    attention_skip_reason,
+    check_attention,
+    named_case,
+)
+from rocm_validate.compare import assert_passed
+
+
+@pytest.mark.parametrize("backend", CANDIDATE_BACKENDS)
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("case_name", list(NAMED_CASES))
+def test_sdpa_backend_matches_the_float64_golden(rocm_device, torch_device, backend, head_dim, case_name,
+                                                 attention_dtype):
+    reason = attention_skip_reason(backend, rocm_device)
+    if reason:
+        pytest.skip(reason)
+    case = named_case(case_name, head_dim, attention_dtype, rocm_device.is_gpu)
+    try:
+        results = check_attention(case, backend, torch_device, rocm_device.backend, rocm_device.arch)
+    except BackendRefused as refusal:
+        pytest.skip(f"needs {backend} SDPA to accept {case.describe()}, found it refuses: {refusal}")
+    assert_passed(results)
