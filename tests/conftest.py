@@ -1,0 +1,8 @@
+"""The plugin's own tests.
+
+torch is imported here, once, before any pytester run: an in-process pytester run restores
+sys.modules afterwards, and a torch first imported inside such a run would be unloaded and
+imported again by the next one, which native extensions do not survive.
+"""
+
+import torch  # noqa: F401
