@@ -120,7 +120,7 @@ def _release_device_memory() -> str:
     free, total = torch.cuda.mem_get_info()
     return (
         f"device memory now free: {free / 1024**3:.1f} GiB of {total / 1024**3:.1f} GiB after releasing cached "
-        "blocks; this test needs more than was free: lower its size, close other processes on the GPU "
+        "blocks; this test needs more than was free: lower the problem size, close other processes on the GPU "
         "(HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES), or run fewer pytest-xdist workers per GPU"
     )
 
