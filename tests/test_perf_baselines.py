@@ -116,17 +116,21 @@ def test_an_update_merges_with_entries_written_since_this_process_first_read(tmp
     assert sorted(BaselineStore(tmp_path, KEY).read()) == ["a.metric", "b.metric"]
 
 
-def _write_many(folder: str, worker: int) -> None:
+def _write_many(folder: str, worker: int, start: object) -> None:
     store = BaselineStore(Path(folder), KEY)
+    assert store.entry("metric.none") is None  # every writer holds a stale snapshot, as xdist workers do
+    start.wait(60)  # type: ignore[attr-defined]
     for index in range(10):
         write(store, f"metric.w{worker}.n{index}", 100.0 + index)
 
 
 def test_concurrent_writers_lose_no_entry(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_write_many, args=(str(tmp_path), w)) for w in range(4)]
+    start = context.Event()
+    workers = [context.Process(target=_write_many, args=(str(tmp_path), w, start)) for w in range(4)]
     for process in workers:
         process.start()
+    start.set()
     for process in workers:
         process.join(60)
     assert [p.exitcode for p in workers] == [0, 0, 0, 0]
