@@ -9,6 +9,9 @@ Tiny sizes mirror the `tiny` model configs so the CPU run exercises the same cod
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
+
+GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8")
 
 
 @dataclass(frozen=True)
@@ -60,3 +63,35 @@ def attention_flops(batch: int, heads: int, seq: int, head_dim: int, causal: boo
     if causal:
         forward /= 2
     return forward * 2.5 if backward else forward
+
+
+def gemm_set_bytes(dtype: str, m: int, n: int, k: int) -> int:
+    """Bytes of one operand set (A and B) of a GEMM in `dtype`."""
+    element = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}[dtype]
+    return element * (m * k + k * n)
+
+
+def gemm_operands(dtype: str, m: int, n: int, k: int, device: Any, fp8_format: str | None = None) -> tuple[Any, Any]:
+    """Random A[M,K] and B[K,N]; for FP8 (`fp8_format` e4m3fn or e4m3fnuz) B is column-major, as
+    torch._scaled_mm requires."""
+    import torch
+
+    if dtype == "fp8":
+        fp8 = getattr(torch, f"float8_{fp8_format}")
+        return torch.randn(m, k, device=device).to(fp8), torch.randn(n, k, device=device).to(fp8).t()
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+    return torch.randn(m, k, device=device, dtype=torch_dtype), torch.randn(k, n, device=device, dtype=torch_dtype)
+
+
+def gemm_kernel(dtype: str, device: Any) -> Callable[[Any, Any], Any]:
+    """kernel(A, B) -> C: torch.matmul, or for FP8 torch._scaled_mm with unit scales and bf16 output."""
+    import torch
+
+    if dtype != "fp8":
+        return torch.matmul
+    one = torch.ones((), device=device)
+
+    def scaled_mm(a: Any, b: Any) -> Any:
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    return scaled_mm

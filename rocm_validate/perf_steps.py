@@ -10,6 +10,13 @@ from rocm_validate.models import ModelBuild
 
 GIB = 1024**3
 
+# TimingPlan changes for a training step (0.1-0.3 s on a GPU): ten or so steps per window after
+# warm-up until three consecutive steps agree within 2%; three steps of a tiny model on the CPU.
+STEP_PLANS: dict[str, dict[str, Any]] = {
+    "full": dict(window_s=2.0, min_rounds=8, warmup_min_s=0.5, warmup_max_s=3.0, steady_tolerance=0.02),
+    "tiny": dict(min_rounds=3),
+}
+
 
 @dataclass
 class TrainingSetup:

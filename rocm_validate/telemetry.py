@@ -179,11 +179,11 @@ class _Reader:
 
 def _nvml_handle(pynvml: Any, device: DeviceInfo, env: Mapping[str, str]) -> Any:
     """The NVML handle of `device`: by PCI address, then UUID, then (no remapping) index."""
-    if device.pci_bus_id:
-        return pynvml.nvmlDeviceGetHandleByPciBusId(device.pci_bus_id)
+    if device.pci_bus_id:  # bytes: accepted by every nvidia-ml-py release, old or new
+        return pynvml.nvmlDeviceGetHandleByPciBusId(device.pci_bus_id.encode())
     if device.uuid:
         uuid = device.uuid if device.uuid.startswith("GPU-") else f"GPU-{device.uuid}"
-        return pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid.encode())
     if any(env.get(name) for name in VISIBILITY_VARIABLES):
         raise LookupError("no PCI address or UUID, and a visibility variable renumbers GPUs")
     return pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
@@ -192,7 +192,11 @@ def _nvml_handle(pynvml: Any, device: DeviceInfo, env: Mapping[str, str]) -> Any
 def _open_nvml(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
     pynvml = importlib.import_module("pynvml")
     pynvml.nvmlInit()
-    handle = _nvml_handle(pynvml, device, env)
+    try:
+        handle = _nvml_handle(pynvml, device, env)
+    except BaseException:
+        pynvml.nvmlShutdown()
+        raise
     reasons_call = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
         pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
     )

@@ -10,17 +10,12 @@ import time
 import pytest
 import torch
 
-from rocm_validate.perf_steps import TrainingSetup, peak_memory_gib, training_setup, training_step
+from rocm_validate.perf_steps import STEP_PLANS, TrainingSetup, peak_memory_gib, training_setup, training_step
 
 BATCH = {"full": 48, "tiny": 2}
 SEQ_LEN = {"full": 512, "tiny": 32}
 MEMORY_GIB = 40
-# A step is ~0.2 s on an H100: ten or more steps per window, warm-up until three agree within 2%.
-STEP_PLAN = {
-    "full": dict(window_s=2.0, min_rounds=8, warmup_min_s=0.5, warmup_max_s=3.0, steady_tolerance=0.02),
-    "tiny": dict(min_rounds=3),
-}
-INTERLEAVED_PLAN = dict(STEP_PLAN["full"], window_s=3.0)
+INTERLEAVED_PLAN = dict(STEP_PLANS["full"], window_s=3.0)  # an eager and a compiled step per round
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +32,7 @@ def _record_step(perf, setup: TrainingSetup, mode: str, measured) -> None:
 
 
 def test_bert_large_eager_training_step(perf, bert: TrainingSetup) -> None:
-    measured = perf.measure(bert.step, **STEP_PLAN[perf.scale])
+    measured = perf.measure(bert.step, **STEP_PLANS[perf.scale])
     _record_step(perf, bert, "eager", measured)
     if perf.device.is_gpu:
         perf.record(f"train.{bert.label}.eager.peak_memory", peak_memory_gib(bert.step), "GiB", "lower")

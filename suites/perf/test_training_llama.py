@@ -11,16 +11,12 @@ import math
 
 import pytest
 
-from rocm_validate.perf_steps import TrainingSetup, peak_memory_gib, training_setup
+from rocm_validate.perf_steps import STEP_PLANS, TrainingSetup, peak_memory_gib, training_setup
 
 LAYERS = 2
 BATCH = {"full": 1, "tiny": 1}
 SEQ_LEN = {"full": 4096, "tiny": 32}
 MEMORY_GIB = 48
-STEP_PLAN = {
-    "full": dict(window_s=1.5, min_rounds=8, warmup_min_s=0.5, warmup_max_s=3.0, steady_tolerance=0.02),
-    "tiny": dict(min_rounds=3),
-}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +28,7 @@ def llama(model_builder, perf_context) -> TrainingSetup:
 
 
 def test_llama_decoder_training_step(perf, llama: TrainingSetup) -> None:
-    measured = perf.measure(llama.step, **STEP_PLAN[perf.scale])
+    measured = perf.measure(llama.step, **STEP_PLANS[perf.scale])
     prefix = f"train.{llama.label}-{LAYERS}l.eager"
     perf.throughput(f"{prefix}.tokens_per_s", measured, llama.batch_size * llama.build.seq_len, "tokens/s")
     perf.throughput(f"{prefix}.model_tflops", measured, llama.flops_per_step, "TFLOP/s", peak="bf16")
