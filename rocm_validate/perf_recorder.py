@@ -13,7 +13,8 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import pytest
 
@@ -24,6 +25,9 @@ from rocm_validate.metrics import Metric
 from rocm_validate.options import Settings
 from rocm_validate.stats import SampleSummary, paired_ratios
 from rocm_validate.timing import Clock, Rotation, Timing, TimingPlan, cache_defeat_bytes, default_plan, rotation_count
+
+if TYPE_CHECKING:
+    from rocm_validate.telemetry import Telemetry
 
 T = TypeVar("T")
 
@@ -44,7 +48,7 @@ class PerfSettings:
 
     window_factor: float = 1.0
     rules: tuple[gate.ThresholdRule, ...] = ()
-    benchmark_json: Any = None  # Path | None
+    benchmark_json: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class PerfContext:
         self.store = BaselineStore(settings.baselines_dir, device.device_key)
         self.scale = "full" if device.is_gpu else "tiny"
         self.recorded: dict[str, str] = {}  # metric name -> nodeid, to catch two tests sharing a name
-        self._telemetry: Any = None
+        self._telemetry: Telemetry | None = None
         self._commit: str | None = None
 
     def plan(self, **changes: Any) -> TimingPlan:
@@ -109,7 +113,8 @@ class PerfContext:
             pytest.skip(reason)
 
     @property
-    def telemetry(self) -> Any:
+    def telemetry(self) -> Telemetry:
+        """Clock / temperature / power readings for the device (opened on first use)."""
         if self._telemetry is None:
             from rocm_validate.telemetry import open_telemetry
 
@@ -249,7 +254,10 @@ class PerfRecorder:
         ratios = paired_ratios(reference.timing.summary.seconds, candidate.timing.summary.seconds)
         spread = SampleSummary(ratios, 1)
         value = reference.timing.summary.mean / candidate.timing.summary.mean
-        extra = {"timing": {"candidate": candidate.timing.details(), "reference": reference.timing.details()}}
+        extra = {
+            "timing": {"candidate": candidate.timing.details(), "reference": reference.timing.details()},
+            "telemetry": dict(candidate.telemetry),
+        }
         return self.record(name, value, "x", "higher", dispersion=spread.dispersion, samples=len(ratios), extra=extra)
 
     def _timed(

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
-from rocm_validate.stats import SampleSummary
+from rocm_validate.stats import SampleSummary, relative_mad
 
 T = TypeVar("T")
 
@@ -211,8 +211,6 @@ class Timing:
 
     def details(self) -> dict[str, Any]:
         """JSON-ready timing facts for a metric's `extra`."""
-        from rocm_validate.stats import relative_mad
-
         stats = self.summary.benchmark_stats()
         return {
             "method": self.method,

@@ -14,7 +14,7 @@ from rocm_validate.perf_steps import STEP_PLANS, TrainingSetup, peak_memory_gib,
 
 BATCH = {"full": 48, "tiny": 2}
 SEQ_LEN = {"full": 512, "tiny": 32}
-MEMORY_GIB = 40
+MEMORY_GIB = 48
 INTERLEAVED_PLAN = dict(STEP_PLANS["full"], window_s=3.0)  # an eager and a compiled step per round
 
 
