@@ -35,7 +35,7 @@ THRESHOLDS_HELP = f"per-metric gate thresholds, one rule a line: {gate.INI_FORMS
 
 SETTINGS_KEY = pytest.StashKey[PerfSettings]()
 CONTEXT_KEY = pytest.StashKey[PerfContext]()
-ENTRIES_KEY = pytest.StashKey[str]()
+HEADER_KEY = pytest.StashKey["list[str]"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -97,16 +97,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         entries = store.read()
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[ENTRIES_KEY] = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
+    described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
+    perf = config.stash[SETTINGS_KEY]
+    rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
+    lines = [f"rocm-validate perf: baselines {described}; {rules}; window x{perf.window_factor:g}"]
+    warning = shared_device_warning(getattr(config.option, "numprocesses", None), state.device())
+    config.stash[HEADER_KEY] = lines + ([warning] if warning else [])
+
+
+def shared_device_warning(workers: Any, device: Any) -> str | None:
+    """A header warning when several xdist workers would time kernels on one GPU at once."""
+    if not isinstance(workers, int) or workers < 2 or not device.is_gpu:
+        return None
+    return (
+        f"rocm-validate perf: WARNING: {workers} xdist workers share {device.torch_device}, so each times the "
+        "others' kernels too; run the perf suite with -n 0 for figures worth gating"
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    described = config.stash.get(ENTRIES_KEY, None)
-    if described is None:
-        return []
-    perf = config.stash[SETTINGS_KEY]
-    rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
-    return [f"rocm-validate perf: baselines {described}; {rules}; window x{perf.window_factor:g}"]
+    return config.stash.get(HEADER_KEY, [])
 
 
 @pytest.fixture(scope="session")

@@ -333,6 +333,16 @@ def test_second(perf, timed):
     result.stdout.fnmatch_lines(["*metric copy.same is recorded twice (also by test_twice.py::test_first)*"])
 
 
+def test_several_xdist_workers_on_one_gpu_are_warned_about() -> None:
+    from rocm_validate.devices import DeviceInfo
+    from rocm_validate.perf_plugin import shared_device_warning
+
+    gpu = DeviceInfo(backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942", device_key=KEY)
+    cpu = DeviceInfo(backend="cpu", index=None, name="cpu", arch="cpu", device_key="cpu-x")
+    assert "4 xdist workers share cuda:0" in shared_device_warning(4, gpu)
+    assert shared_device_warning(4, cpu) is None and shared_device_warning(None, gpu) is None
+
+
 def test_pytest_help_imports_no_torch() -> None:
     code = "import sys, pytest; pytest.main(['--help']); sys.stderr.write(str('torch' in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -10,9 +10,10 @@ import torch
 
 from rocm_validate.perf_cases import GEMM_CASES, GEMM_DTYPES, GemmCase, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
 
-# Norm-wise relative error of one output tile against float64: the rounding of each output
-# format; fp32's 1e-4 also catches TF32 left on (about 1e-3).
-TOLERANCE = {"bf16": 1e-2, "fp16": 2e-3, "fp32": 1e-4, "fp8": 1e-2}
+# Norm-wise relative error of one output tile against float64: a few times the rounding of each
+# output format (reduced-precision split-K reductions included), far below a wrong kernel's ~1;
+# fp32's 1e-4 also catches TF32 left on (about 1e-3).
+TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "fp32": 1e-4, "fp8": 2e-2}
 
 
 @pytest.fixture
