@@ -17,7 +17,6 @@ criterion; suite/raw-rotating then tells harness overhead (low too) from colder 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

@@ -168,7 +168,7 @@ def _clock_note(metric: Metric, reference: Reference) -> str:
         return ""
     change = now / then - 1
     note = f"; clock {now:.0f} MHz now vs {then:.0f} MHz at baseline ({change:+.1%})"
-    slowdowns = (telemetry.get("after") or {}).get("reasons") or []
+    slowdowns = (telemetry.get("after") or {}).get("slowdowns") or []
     if slowdowns:
         note += f", limits active: {', '.join(slowdowns)}"
     return note + (": a clock drop points at power or thermal throttling, not software" if change < -0.03 else "")

@@ -51,6 +51,7 @@ class TelemetrySample:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["reasons"] = list(self.reasons)
+        data["slowdowns"] = list(self.slowdowns)
         return data
 
 

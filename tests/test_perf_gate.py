@@ -101,10 +101,10 @@ def test_informational_metrics_are_compared_but_never_fail() -> None:
 
 
 def test_a_clock_drop_is_pointed_out_as_throttling() -> None:
-    telemetry = {"after": {"clock_mhz": 1410.0, "reasons": ["sw-power-cap"]}}
+    telemetry = {"after": {"clock_mhz": 1410.0, "reasons": ["idle", "sw-power-cap"], "slowdowns": ["sw-power-cap"]}}
     judgement = gate.judge(metric(600.0, telemetry=telemetry), reference(clock=1755.0), Threshold(), KEY)
     assert "clock 1410 MHz now vs 1755 MHz at baseline (-19.7%)" in judgement.message
-    assert "sw-power-cap" in judgement.message and "throttling" in judgement.message
+    assert "limits active: sw-power-cap:" in judgement.message and "throttling" in judgement.message
     steady = gate.judge(metric(600.0, telemetry={"after": {"clock_mhz": 1750.0}}), reference(clock=1755.0), Threshold(), KEY)
     assert "throttling" not in steady.message
 

@@ -26,7 +26,7 @@ def test_amdsmi_readings_of_either_release_become_a_sample() -> None:
 def test_unsupported_readings_become_none_not_errors() -> None:
     sample = telemetry.amdsmi_sample("N/A", None, "N/A", "N/A")
     assert sample == telemetry.TelemetrySample()
-    assert telemetry.nvml_sample({}).to_dict()["reasons"] == []
+    assert telemetry.nvml_sample({}).to_dict()["slowdowns"] == []
 
 
 def test_the_cpu_has_no_telemetry_and_says_why() -> None:
