@@ -224,12 +224,30 @@ def summary_lines(metrics: list[Any], update: bool) -> list[str]:
     return lines
 
 
+def telemetry_line(metrics: list[Any]) -> str:
+    """'telemetry (nvidia-ml-py): clock 1410-1755 MHz, 55-71 C, 420-700 W; limits seen: sw-power-cap'
+    over every measurement window, so throttling during the run is visible at a glance."""
+    readings = [m.extra.get("telemetry") or {} for m in metrics]
+    samples = [t["after"] for t in readings if t.get("after")]
+    if not samples:
+        reasons = sorted({t["reason"] for t in readings if t.get("reason")})
+        return f"telemetry: none ({'; '.join(reasons) or 'no timed metric'})"
+    sources = sorted({str(t.get("source")) for t in readings if t.get("after")})
+    parts = []
+    for key, unit in (("clock_mhz", "MHz"), ("temperature_c", "C"), ("power_w", "W")):
+        values = [s[key] for s in samples if s.get(key) is not None]
+        if values:
+            parts.append(f"{min(values):.0f}-{max(values):.0f} {unit}")
+    limits = sorted({r for s in samples for r in s.get("slowdowns") or []})
+    return f"telemetry ({', '.join(sources)}): {', '.join(parts) or 'no readings'}; limits seen: {', '.join(limits) or 'none'}"
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     metrics = _perf_metrics(config)
     if not metrics:
         return
     update = run_state(config).settings.update_baselines
-    for line in summary_lines(metrics, update):
+    for line in [*summary_lines(metrics, update), telemetry_line(metrics)]:
         terminalreporter.write_line(f"rocm-validate {line}", yellow="refused" in line or "not recorded" in line)
 
 

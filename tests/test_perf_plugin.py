@@ -343,6 +343,20 @@ def test_several_xdist_workers_on_one_gpu_are_warned_about() -> None:
     assert shared_device_warning(4, cpu) is None and shared_device_warning(None, gpu) is None
 
 
+def test_the_summary_shows_the_clock_temperature_and_power_range_of_the_run() -> None:
+    from rocm_validate.metrics import Metric
+    from rocm_validate.perf_plugin import telemetry_line
+
+    def measured(clock: float, watts: float, slowdowns: list[str]) -> Metric:
+        after = {"clock_mhz": clock, "temperature_c": 60.0, "power_w": watts, "slowdowns": slowdowns}
+        return Metric("m", 1.0, "x", extra={"telemetry": {"source": "nvidia-ml-py", "after": after}})
+
+    line = telemetry_line([measured(1755, 690, []), measured(1410, 700, ["sw-power-cap"])])
+    assert line == "telemetry (nvidia-ml-py): 1410-1755 MHz, 60-60 C, 690-700 W; limits seen: sw-power-cap"
+    unavailable = Metric("m", 1.0, "x", extra={"telemetry": {"source": "none", "reason": "amdsmi is not installed"}})
+    assert telemetry_line([unavailable]) == "telemetry: none (amdsmi is not installed)"
+
+
 def test_pytest_help_imports_no_torch() -> None:
     code = "import sys, pytest; pytest.main(['--help']); sys.stderr.write(str('torch' in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
