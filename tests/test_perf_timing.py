@@ -1,10 +1,12 @@
 """Timing engine and statistics: pure rules, and measurement against a virtual clock whose
-time only moves when the measured function says so (so every expected number is exact)."""
+time only moves when the measured function says so (so every expected number is exact, and
+the warm-up's wall-clock limits are virtual too)."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,6 +36,14 @@ class VirtualClock:
 
     def seconds_between(self, start: float, end: float) -> float:
         return end - start
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
+    """A virtual clock that also drives the engine's wall-clock limits, so runs are exact."""
+    virtual = VirtualClock()
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: virtual.now))
+    return virtual
 
 
 QUICK = TimingPlan(
@@ -124,8 +134,7 @@ def test_scaling_the_window_scales_warm_up_limit_too() -> None:
     assert (scaled.window_s, scaled.warmup_max_s) == (0.2, 0.1)
 
 
-def test_throughput_is_total_work_over_total_time_not_a_mean_of_rates() -> None:
-    clock = VirtualClock()
+def test_throughput_is_total_work_over_total_time_not_a_mean_of_rates(clock: VirtualClock) -> None:
     durations = itertools.cycle([0.001, 0.003])
     measured = timing.measure(lambda: clock.advance(next(durations)), QUICK, clock)
     summary = measured.summary
@@ -134,16 +143,14 @@ def test_throughput_is_total_work_over_total_time_not_a_mean_of_rates() -> None:
     assert measured.rate(1.0) < mean_of_rates, "the mean of per-round rates is biased high"
 
 
-def test_measurement_counts_only_the_measured_window() -> None:
-    clock = VirtualClock()
+def test_measurement_counts_only_the_measured_window(clock: VirtualClock) -> None:
     measured = timing.measure(lambda: clock.advance(0.002), QUICK, clock)
     assert measured.summary.calls == 3  # 3 x 2 ms reaches the 5 ms round
     assert measured.summary.rounds == timing.round_count(0.006, QUICK)
     assert measured.summary.seconds == pytest.approx((0.002,) * measured.summary.rounds)
 
 
-def test_warm_up_that_never_settles_says_so() -> None:
-    clock = VirtualClock()
+def test_warm_up_that_never_settles_says_so(clock: VirtualClock) -> None:
     state = {"seconds": 0.001}
 
     def slowing() -> None:
@@ -155,8 +162,7 @@ def test_warm_up_that_never_settles_says_so() -> None:
     assert measured.details()["warmup_steady"] is False
 
 
-def test_interleaved_functions_alternate_round_by_round() -> None:
-    clock = VirtualClock()
+def test_interleaved_functions_alternate_round_by_round(clock: VirtualClock) -> None:
     order: list[str] = []
     plan = TimingPlan(0.0, 0.05, 0.01, 0.01, 0.001, 3, 3)
 
