@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Generator
+from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
 from rocm_validate import gate, options
 from rocm_validate.perf_recorder import ITEM_STATE_KEY, PerfContext, PerfRecorder, PerfSettings, raise_outcome
 from rocm_validate.session import SUITE_KEY, run_state
+
+if TYPE_CHECKING:
+    from rocm_validate.devices import DeviceInfo
 
 WINDOW = options.OptionSpec(
     "--rocm-perf-window",
@@ -105,7 +108,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config.stash[HEADER_KEY] = lines + ([warning] if warning else [])
 
 
-def shared_device_warning(workers: Any, device: Any) -> str | None:
+def shared_device_warning(workers: object, device: DeviceInfo) -> str | None:
     """A header warning when several xdist workers would time kernels on one GPU at once."""
     if not isinstance(workers, int) or workers < 2 or not device.is_gpu:
         return None
@@ -120,7 +123,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def perf_context(pytestconfig: pytest.Config, rocm_device: Any) -> Generator[PerfContext, None, None]:
+def perf_context(pytestconfig: pytest.Config, rocm_device: DeviceInfo) -> Generator[PerfContext, None, None]:
     """The perf suite's shared state for this process (device, plan, thresholds, baselines)."""
     context = PerfContext(run_state(pytestconfig).settings, pytestconfig.stash[SETTINGS_KEY], rocm_device)
     pytestconfig.stash[CONTEXT_KEY] = context
