@@ -1,0 +1,50 @@
+"""Scaled dot-product attention throughput, forward and backward, in bf16 at the BERT-L
+(48x16x512x64) and Llama-3.1-8B (8x32x4096x128, causal) shapes, with the backend PyTorch picks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rocm_validate.perf_cases import ATTENTION_CASES, AttentionCase, attention_flops
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=lambda c: c.label)
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_sdpa_throughput(perf, torch_device, direction: str, case: AttentionCase) -> None:
+    batch, heads, seq, dim = case.shape(perf.scale)
+    backward = direction == "backward"
+
+    def make(_index: int) -> tuple[Any, ...]:
+        q, k, v = (
+            torch.randn(batch, heads, seq, dim, device=torch_device, dtype=torch.bfloat16, requires_grad=backward)
+            for _ in range(3)
+        )
+        if not backward:
+            return q, k, v
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)
+        return out, (q, k, v), torch.randn_like(out)
+
+    tensor_bytes = batch * heads * seq * dim * 2
+    rotation = perf.rotation(make, tensor_bytes * (5 if backward else 3))
+
+    if backward:
+
+        def call() -> Any:
+            out, inputs, grad = rotation.next()
+            return torch.autograd.grad(out, inputs, grad, retain_graph=True)
+    else:
+
+        def call() -> Any:
+            return F.scaled_dot_product_attention(*rotation.next(), is_causal=case.causal)
+
+    measured = perf.measure(call)
+    name = f"sdpa.{direction}.{case.label}.{batch}x{heads}x{seq}x{dim}"
+    flops = attention_flops(batch, heads, seq, dim, case.causal, backward)
+    perf.throughput(name, measured, flops, "TFLOP/s", peak="bf16")
+    result = call()
+    outputs = result if backward else (result,)
+    assert all(torch.isfinite(t).all() for t in outputs), f"{name}: the timed kernel produced non-finite values"

@@ -1,0 +1,137 @@
+"""The baseline store: schema-checked reads that name the file and the fix, update decisions
+(refuse noisy, hysteresis), locked merging writes, and no lost entries under concurrency."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from rocm_validate.baselines import BaselineEntry, BaselineError, BaselineStore, decide_update
+from rocm_validate.gate import Threshold
+
+KEY = "amd-instinct-mi300x-gfx942"
+THRESHOLD = Threshold(floor=0.03, k=3.0, cap=0.08)
+
+
+def entry(value: float = 700.0, dispersion: float | None = 0.005, unit: str = "TFLOP/s") -> BaselineEntry:
+    return BaselineEntry(value, unit, "higher", dispersion, 20, {"date": "2026-11-21T00:00:00+00:00", "torch": "2.11.0"})
+
+
+def write(store: BaselineStore, name: str, value: float) -> str:
+    return store.update(name, entry(value), lambda old, new: decide_update(old, new, THRESHOLD)).verdict
+
+
+def test_a_missing_file_means_no_baselines_yet(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path, KEY)
+    assert store.read() == {} and store.entry("gemm.bf16.8192x8192x8192") is None
+
+
+def test_a_written_entry_reads_back_rounded_sorted_and_with_provenance(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path, KEY)
+    assert write(store, "gemm.bf16.8192x8192x8192", 731.23456) == "updated"
+    write(store, "copy.device.2048mib", 2971.0)
+    text = (tmp_path / f"{KEY}.json").read_text()
+    data = json.loads(text)
+    assert data["schema"] == "rocm-validate/baselines/1" and data["device_key"] == KEY
+    assert list(data["metrics"]) == ["copy.device.2048mib", "gemm.bf16.8192x8192x8192"]
+    stored = data["metrics"]["gemm.bf16.8192x8192x8192"]
+    assert stored["value"] == 731.2 and stored["provenance"]["torch"] == "2.11.0"
+    assert text.endswith("}\n") and '\n  "metrics": {\n' in text
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ('{"schema": "rocm-validate/baselines/1", "device_key": "amd', "is not valid JSON"),
+        ("", "is empty"),
+        ('{"schema": "rocm-validate/baselines/1", "device_key": "' + KEY + '", "metrics": {"x": {"value": -1}}}', "does not match"),
+        ('{"rcp": [1, 2, 3]}', "does not match"),
+        ('{"schema": "rocm-validate/baselines/1", "device_key": "' + KEY + '", "metrics": {"x": {"value": NaN}}}', "NaN"),
+    ],
+)
+def test_an_unusable_file_is_an_error_naming_the_file_the_problem_and_the_fix(tmp_path: Path, content: str, problem: str) -> None:
+    (tmp_path / f"{KEY}.json").write_text(content)
+    with pytest.raises(BaselineError) as error:
+        BaselineStore(tmp_path, KEY).read()
+    message = str(error.value)
+    assert str(tmp_path / f"{KEY}.json") in message and problem in message
+    assert "git checkout --" in message and "--update-baselines" in message
+
+
+def test_a_file_renamed_from_another_device_is_an_error(tmp_path: Path) -> None:
+    write(BaselineStore(tmp_path, "nvidia-h100-80gb-hbm3-sm90"), "gemm.bf16.8192x8192x8192", 700.0)
+    (tmp_path / "nvidia-h100-80gb-hbm3-sm90.json").rename(tmp_path / f"{KEY}.json")
+    with pytest.raises(BaselineError, match="holds baselines for device key 'nvidia-h100-80gb-hbm3-sm90'"):
+        BaselineStore(tmp_path, KEY).read()
+
+
+def test_only_this_devices_file_is_read_and_subfolders_are_ignored(tmp_path: Path) -> None:
+    (tmp_path / "rcps").mkdir()
+    (tmp_path / "rcps" / "bert.json").write_text("not json")
+    (tmp_path / "other-device.json").write_text("{truncated")
+    write(BaselineStore(tmp_path, KEY), "copy.device.2048mib", 2971.0)
+    assert list(BaselineStore(tmp_path, KEY).read()) == ["copy.device.2048mib"]
+
+
+def test_a_run_too_noisy_to_gate_within_the_cap_is_refused() -> None:
+    decision = decide_update(None, entry(dispersion=0.05), THRESHOLD)
+    assert (decision.action, decision.verdict) == ("refuse", "noisy")
+    assert "3.71%" in decision.message and "exceeds 2.67%" in decision.message
+    assert decide_update(None, entry(dispersion=0.03), THRESHOLD).action == "write"
+
+
+def test_an_informational_metric_is_recorded_however_noisy() -> None:
+    assert decide_update(None, entry(dispersion=0.5), Threshold(informational="compile time")).action == "write"
+
+
+def test_a_value_inside_a_third_of_the_band_keeps_the_stored_entry() -> None:
+    old = entry(700.0).to_dict()
+    kept = decide_update(old, entry(705.0), THRESHOLD)
+    assert (kept.action, kept.verdict) == ("keep", "kept") and "+0.7%" in kept.message
+    moved = decide_update(old, entry(680.0), THRESHOLD)
+    assert (moved.action, moved.verdict) == ("write", "updated") and "-2.9%" in moved.message
+
+
+def test_a_baseline_in_another_unit_is_replaced() -> None:
+    decision = decide_update(entry(700.0, unit="GB/s").to_dict(), entry(700.0), THRESHOLD)
+    assert decision.action == "write" and "it was in GB/s" in decision.message
+
+
+def test_rerecording_an_unchanged_value_leaves_the_file_byte_for_byte(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path, KEY)
+    write(store, "gemm.bf16.8192x8192x8192", 700.0)
+    before = store.path.read_bytes()
+    assert write(store, "gemm.bf16.8192x8192x8192", 701.0) == "kept"
+    assert store.path.read_bytes() == before
+
+
+def test_an_update_merges_with_entries_written_since_this_process_first_read(tmp_path: Path) -> None:
+    mine, theirs = BaselineStore(tmp_path, KEY), BaselineStore(tmp_path, KEY)
+    assert mine.entry("a.metric") is None  # snapshot taken while the file is empty
+    write(theirs, "b.metric", 2.0)
+    write(mine, "a.metric", 1.0)
+    assert sorted(BaselineStore(tmp_path, KEY).read()) == ["a.metric", "b.metric"]
+
+
+def _write_many(folder: str, worker: int, start: object) -> None:
+    store = BaselineStore(Path(folder), KEY)
+    assert store.entry("metric.none") is None  # every writer holds a stale snapshot, as xdist workers do
+    start.wait(60)  # type: ignore[attr-defined]
+    for index in range(10):
+        write(store, f"metric.w{worker}.n{index}", 100.0 + index)
+
+
+def test_concurrent_writers_lose_no_entry(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    workers = [context.Process(target=_write_many, args=(str(tmp_path), w, start)) for w in range(4)]
+    for process in workers:
+        process.start()
+    start.set()
+    for process in workers:
+        process.join(60)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+    assert len(BaselineStore(tmp_path, KEY).read()) == 40

@@ -1,0 +1,364 @@
+"""The perf plugin end to end with pytester: a fake MI300X, synthetic timings whose speed the
+test controls (SLOWDOWN), and real baseline files, gates, reports and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import torch  # noqa: F401 - imported here, so pytester's in-process runs keep it: torch cannot be imported twice
+
+pytest_plugins = ("pytester",)
+
+REPO = Path(__file__).resolve().parents[1]
+KEY = "amd-instinct-mi300x-gfx942"
+MISSING = f"no baseline for gemm.bf16.8192x8192x8192 on {KEY}; run pytest --rocm-suite=perf --update-baselines"
+
+CONFTEST = '''
+import os
+
+import pytest
+
+from rocm_validate.devices import DeviceInfo
+from rocm_validate.perf_recorder import Measurement
+from rocm_validate.stats import SampleSummary
+from rocm_validate.timing import Timing
+
+MIB = 1024 * 1024
+
+
+def pytest_rocm_discover_devices(config):
+    """A stand-in MI300X (there is no GPU here), then the CPU."""
+    return [
+        DeviceInfo(backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942",
+                   device_key="amd-instinct-mi300x-gfx942", memory_bytes=192 * 1024 * MIB,
+                   l2_cache_bytes=4 * MIB, last_level_cache_bytes=256 * MIB),
+        DeviceInfo(backend="cpu", index=None, name="Test CPU", arch="Test CPU", device_key="cpu-test"),
+    ]
+
+
+@pytest.fixture
+def timed():
+    """timed(seconds, spread=0) -> 12 rounds around `seconds` per call, slowed by $SLOWDOWN."""
+    def make(seconds, spread=0.0):
+        factor = float(os.environ.get("SLOWDOWN", "1"))
+        samples = tuple(seconds * factor * (1 + spread * ((i % 3) - 1)) for i in range(12))
+        return Measurement(Timing(SampleSummary(samples, 1), "synthetic", 0.0, True), {})
+    return make
+'''
+
+TWO_METRICS = '''
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("perf")
+
+
+def test_gemm(perf, timed):
+    perf.throughput("gemm.bf16.8192x8192x8192", timed(0.0015), 2 * 8192**3, "TFLOP/s", peak="bf16")
+
+
+def test_copy(perf, timed):
+    perf.throughput("copy.device.2048mib", timed(0.0015), 2 * 2**31, "GB/s", peak="memory")
+'''
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_metrics=TWO_METRICS)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # subprocess runs import this checkout's rocm_validate
+    monkeypatch.delenv("SLOWDOWN", raising=False)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str, slowdown: float = 1.0) -> pytest.RunResult:
+    os.environ["SLOWDOWN"] = str(slowdown)
+    try:
+        return pytester.runpytest("--rocm-suite=perf", f"--rocm-baselines={pytester.path / 'baselines'}", "-p", "no:cacheprovider", *args)
+    finally:
+        del os.environ["SLOWDOWN"]
+
+
+def baseline_file(pytester: pytest.Pytester) -> Path:
+    return pytester.path / "baselines" / f"{KEY}.json"
+
+
+def stored(pytester: pytest.Pytester) -> dict:
+    return json.loads(baseline_file(pytester).read_text())["metrics"]
+
+
+def recorded(project: pytest.Pytester) -> pytest.Pytester:
+    run(project, "--update-baselines").assert_outcomes(passed=2)
+    return project
+
+
+def test_a_metric_without_a_baseline_is_skipped_with_the_command_that_records_it(project: pytest.Pytester) -> None:
+    result = run(project, "-rs")
+    result.assert_outcomes(skipped=2)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([f"*{MISSING}*"])
+
+
+def test_rocm_strict_turns_a_missing_baseline_into_a_failure(project: pytest.Pytester) -> None:
+    result = run(project, "--rocm-strict")
+    result.assert_outcomes(failed=2)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([f"*{MISSING} (--rocm-strict: a missing baseline fails)*"])
+
+
+def test_the_header_names_the_baseline_file_the_run_uses(project: pytest.Pytester) -> None:
+    run(project).stdout.fnmatch_lines([f"rocm-validate perf: baselines *{KEY}.json (none yet); default thresholds; window x1"])
+
+
+def test_update_baselines_records_every_metric_in_the_device_keys_file(project: pytest.Pytester) -> None:
+    result = run(project, "--update-baselines")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["rocm-validate baselines written: 2"])
+    entries = stored(project)
+    assert sorted(entries) == ["copy.device.2048mib", "gemm.bf16.8192x8192x8192"]
+    gemm = entries["gemm.bf16.8192x8192x8192"]
+    assert gemm["value"] == pytest.approx(2 * 8192**3 / 0.0015 / 1e12, rel=1e-3)
+    assert (gemm["unit"], gemm["better"], gemm["samples"]) == ("TFLOP/s", "higher", 12)
+    assert {"date", "torch", "runtime", "driver", "libraries", "git_commit"} <= set(gemm["provenance"])
+
+
+def test_a_rerun_against_fresh_baselines_passes(project: pytest.Pytester) -> None:
+    result = run(recorded(project))
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["gemm.bf16.8192x8192x8192 *733* TFLOP/s *733* 1.000 *56.1* pass"])
+
+
+def test_a_slower_run_fails_with_value_baseline_ratio_band_noise_and_peak(project: pytest.Pytester) -> None:
+    result = run(recorded(project), slowdown=1.25)
+    result.assert_outcomes(failed=2)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "*gemm.bf16.8192x8192x8192: regressed: 20.0% slower, 586.4 TFLOP/s vs baseline 733 (ratio 0.800, "
+        "allowed 5.0% = max(floor 5.0%, 3 x noise 0.00%)); 44.9% of the 1307 TFLOP/s datasheet peak*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_every_throughput_baseline_scaled_by_ten_percent_fails(project: pytest.Pytester) -> None:
+    recorded(project)
+    data = json.loads(baseline_file(project).read_text())
+    for entry in data["metrics"].values():
+        entry["value"] *= 1.10
+    baseline_file(project).write_text(json.dumps(data))
+    result = run(project)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*rocm-validate perf: 2 regressed*"])
+
+
+def test_a_much_faster_run_passes_with_a_note_to_record_it(project: pytest.Pytester) -> None:
+    result = run(recorded(project), slowdown=0.8)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*gemm.bf16.8192x8192x8192: 25.0% better than baseline*If this is the new normal*"])
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"schema": "rocm-validate/baselines/1", "metr', '{"schema": "rocm-validate/baselines/1", "device_key": "x"}'],
+    ids=["truncated", "wrong-schema"],
+)
+def test_an_unusable_baseline_file_is_a_usage_error_naming_the_file_and_the_fix(project: pytest.Pytester, content: str) -> None:
+    baseline_file(project).parent.mkdir()
+    baseline_file(project).write_text(content)
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {baseline_file(project)}*git checkout -- *--update-baselines*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_update_baselines_never_writes_from_a_failed_test(project: pytest.Pytester) -> None:
+    project.makepyfile(test_failing='''
+import pytest
+
+@pytest.mark.rocm_suite("perf")
+def test_measures_then_fails(perf, timed):
+    perf.throughput("sdpa.forward.bert-large.48x16x512x64", timed(0.0002), 5.2e10, "TFLOP/s")
+    assert False, "the output was wrong"
+''')
+    result = run(project, "--update-baselines")
+    result.assert_outcomes(passed=2, failed=1)
+    assert "sdpa.forward.bert-large.48x16x512x64" not in stored(project)
+    result.stdout.fnmatch_lines(["*baseline not written: the test did not pass*", "rocm-validate baselines not recorded: 1: sdpa.*"])
+
+
+def test_update_baselines_refuses_a_noisy_metric_and_says_so(project: pytest.Pytester) -> None:
+    project.makepyfile(test_noisy='''
+import pytest
+
+@pytest.mark.rocm_suite("perf")
+def test_noisy(perf, timed):
+    perf.throughput("gemm.fp16.8192x8192x8192", timed(0.0015, spread=0.3), 2 * 8192**3, "TFLOP/s")
+''')
+    result = run(project, "--update-baselines")
+    result.assert_outcomes(passed=3)
+    assert "gemm.fp16.8192x8192x8192" not in stored(project)
+    result.stdout.fnmatch_lines([
+        "*gemm.fp16.8192x8192x8192: not recorded: this run's round-to-round noise * exceeds 2.67%*rerun on an idle device",
+        "rocm-validate baselines refused as too noisy: 1: gemm.fp16.8192x8192x8192",
+    ])
+
+
+def test_rerecording_an_unchanged_stack_leaves_the_file_untouched(project: pytest.Pytester) -> None:
+    before = baseline_file(recorded(project)).read_bytes()
+    result = run(project, "--update-baselines", slowdown=1.004)
+    result.stdout.fnmatch_lines(["rocm-validate baselines kept (inside hysteresis): 2"])
+    assert baseline_file(project).read_bytes() == before
+
+
+def test_update_baselines_rewrites_only_the_metrics_it_measured(project: pytest.Pytester) -> None:
+    before = stored(recorded(project))
+    run(project, "--update-baselines", "-k", "gemm", slowdown=1.2).assert_outcomes(passed=1)
+    after = stored(project)
+    assert after["copy.device.2048mib"] == before["copy.device.2048mib"]
+    assert after["gemm.bf16.8192x8192x8192"]["value"] == pytest.approx(before["gemm.bf16.8192x8192x8192"]["value"] / 1.2, rel=1e-3)
+
+
+def test_parallel_workers_recording_baselines_lose_no_entry(project: pytest.Pytester) -> None:
+    project.makepyfile(test_many='''
+import pytest
+
+@pytest.mark.rocm_suite("perf")
+@pytest.mark.parametrize("index", range(16))
+def test_one_metric_each(perf, timed, index):
+    perf.throughput(f"copy.case{index}", timed(0.001 * (1 + index)), 1e9, "GB/s")
+''')
+    result = project.runpytest_subprocess(
+        "-n", "2", "--rocm-suite=perf", f"--rocm-baselines={project.path / 'baselines'}", "--update-baselines", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=18)
+    assert len(stored(project)) == 18
+
+
+def test_the_json_report_and_junit_xml_carry_each_verdict(project: pytest.Pytester) -> None:
+    report, junit = project.path / "report.json", project.path / "junit.xml"
+    run(recorded(project), f"--rocm-report={report}", f"--junitxml={junit}", slowdown=1.25)
+    metrics = {m["name"]: m for m in json.loads(report.read_text())["metrics"]}
+    gemm = metrics["gemm.bf16.8192x8192x8192"]
+    assert (gemm["verdict"], round(gemm["ratio"], 3), round(gemm["percent_of_peak"], 1)) == ("regressed", 0.8, 44.9)
+    assert gemm["baseline"] == pytest.approx(733.0, rel=1e-3) and gemm["threshold"] == pytest.approx(0.95)
+    properties = {p.get("name"): p.get("value") for p in ElementTree.parse(junit).iter("property")}
+    assert json.loads(properties["rocm_metric.copy.device.2048mib"])["verdict"] == "regressed"
+
+
+def test_benchmark_json_is_written_for_dashboards(project: pytest.Pytester) -> None:
+    path = project.path / "bench.json"
+    run(recorded(project), f"--rocm-benchmark-json={path}")
+    document = json.loads(path.read_text())
+    assert sorted(b["name"] for b in document["benchmarks"]) == ["copy.device.2048mib", "gemm.bf16.8192x8192x8192"]
+    assert document["machine_info"]["gpu"]["device_key"] == KEY
+    assert {"id", "dirty"} <= set(document["commit_info"])
+
+
+def test_an_out_of_memory_error_fails_only_that_test_with_need_and_found(project: pytest.Pytester) -> None:
+    project.makepyfile(test_oom='''
+import pytest
+import torch
+
+pytestmark = pytest.mark.rocm_suite("perf")
+
+def test_too_big(perf):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has 1.2 GiB free")
+
+def test_after_it(perf, timed):
+    perf.throughput("copy.after.oom", timed(0.001), 1e9, "GB/s")
+''')
+    result = run(project, "--update-baselines", "test_oom.py")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*out of device memory in test_oom.py::test_too_big: needed 2.00 GiB more, found unknown free*"])
+    assert "raise torch.OutOfMemoryError" not in result.stdout.str()
+
+
+def test_an_ini_rule_widens_the_band_of_the_metrics_it_names(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nrocm_perf_thresholds =\n    gemm.* floor=0.3 cap=0.5\n")
+    result = run(recorded(project), slowdown=1.25)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*1 rocm_perf_thresholds rule(s) before the defaults*", "FAILED test_metrics.py::test_copy*"])
+
+
+@pytest.mark.parametrize(
+    "args, ini, complaint",
+    [
+        ((), "[pytest]\nrocm_perf_thresholds = gemm.* floor=lots\n", "rocm_perf_thresholds (ini): line 1 'gemm.* floor=lots': floor='lots': expected a number"),
+        (("--rocm-perf-window=0",), "", "--rocm-perf-window='0': expected a positive factor up to 20"),
+    ],
+    ids=["threshold-rule", "window"],
+)
+def test_a_bad_perf_option_is_a_usage_error_naming_it(project: pytest.Pytester, args: tuple[str, ...], ini: str, complaint: str) -> None:
+    if ini:
+        project.makeini(ini)
+    result = run(project, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {complaint}*"])
+
+
+def test_an_informational_metric_is_shown_but_never_fails(project: pytest.Pytester) -> None:
+    project.makepyfile(test_compile='''
+import os
+import pytest
+
+@pytest.mark.rocm_suite("perf")
+def test_compile(perf):
+    perf.record("train.bert-large.compile_seconds", 100.0 * float(os.environ["SLOWDOWN"]), "s", "lower")
+''')
+    run(project, "--update-baselines", "test_compile.py").assert_outcomes(passed=1)
+    result = run(project, "test_compile.py", slowdown=3.0)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*train.bert-large.compile_seconds *300* 3.000 * informational*"])
+
+
+def test_two_tests_recording_one_metric_name_is_an_error(project: pytest.Pytester) -> None:
+    project.makepyfile(test_twice='''
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("perf")
+
+def test_first(perf, timed):
+    perf.throughput("copy.same", timed(0.001), 1e9, "GB/s")
+
+def test_second(perf, timed):
+    perf.throughput("copy.same", timed(0.001), 1e9, "GB/s")
+''')
+    result = run(project, "--update-baselines", "test_twice.py")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*metric copy.same is recorded twice (also by test_twice.py::test_first)*"])
+
+
+def test_several_xdist_workers_on_one_gpu_are_warned_about() -> None:
+    from rocm_validate.devices import DeviceInfo
+    from rocm_validate.perf_plugin import shared_device_warning
+
+    gpu = DeviceInfo(backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942", device_key=KEY)
+    cpu = DeviceInfo(backend="cpu", index=None, name="cpu", arch="cpu", device_key="cpu-x")
+    assert "4 xdist workers share cuda:0" in shared_device_warning(4, gpu)
+    assert shared_device_warning(4, cpu) is None and shared_device_warning(None, gpu) is None
+
+
+def test_the_summary_shows_the_clock_temperature_and_power_range_of_the_run() -> None:
+    from rocm_validate.metrics import Metric
+    from rocm_validate.perf_plugin import telemetry_line
+
+    def measured(clock: float, watts: float, slowdowns: list[str]) -> Metric:
+        after = {"clock_mhz": clock, "temperature_c": 60.0, "power_w": watts, "slowdowns": slowdowns}
+        return Metric("m", 1.0, "x", extra={"telemetry": {"source": "nvidia-ml-py", "after": after}})
+
+    line = telemetry_line([measured(1755, 690, []), measured(1410, 700, ["sw-power-cap"])])
+    assert line == "telemetry (nvidia-ml-py): 1410-1755 MHz, 60-60 C, 690-700 W; limits seen: sw-power-cap"
+    unavailable = Metric("m", 1.0, "x", extra={"telemetry": {"source": "none", "reason": "amdsmi is not installed"}})
+    assert telemetry_line([unavailable]) == "telemetry: none (amdsmi is not installed)"
+
+
+def test_pytest_help_imports_no_torch() -> None:
+    code = "import sys, pytest; pytest.main(['--help']); sys.stderr.write(str('torch' in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert "--rocm-perf-window" in done.stdout
+    assert done.stderr.strip().endswith("False")
