@@ -60,6 +60,12 @@ def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
 
 
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def write_json(path: Path, data: Any, schema: Schema) -> None:
     """Validate, then replace `path` atomically (temporary file in the same folder + rename)."""
     problems = schema_errors(data, schema)
@@ -73,6 +79,7 @@ def write_json(path: Path, data: Any, schema: Schema) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; a shared baselines folder needs the usual mode
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -102,7 +102,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("rocm_strict", "CI gating: a missing baseline fails instead of skipping", type="bool", default=False)
 
 
-def _raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str]:
+def raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str]:
     """The value of an option and where it came from (command line > environment > ini)."""
     value = config.getoption(spec.flag)
     if value is not None:
@@ -149,13 +149,13 @@ def parse_device(value: str, source: str = DEVICE.flag) -> int | str | None:
 
 
 def _parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[str, str], T], default: T) -> T:
-    value, source = _raw_value(config, spec)
+    value, source = raw_value(config, spec)
     return default if value is None else parse(value, source)
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
     """Read every core option once; raises pytest.UsageError on a bad value."""
-    suite_value, suite_source = _raw_value(config, SUITE)
+    suite_value, suite_source = raw_value(config, SUITE)
     suites = parse_suites(suite_value or "correctness", suite_source)
     baselines = _parse_or_default(config, BASELINES, lambda v, _s: Path(v).expanduser(), Path("baselines"))
     if not baselines.is_absolute():

@@ -62,7 +62,7 @@ def parse_window(value: str, source: str = WINDOW.flag) -> float:
 
 def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
     """Read the perf options once; raises pytest.UsageError naming the bad value."""
-    value, source = options._raw_value(config, WINDOW)
+    value, source = options.raw_value(config, WINDOW)
     try:
         rules = gate.parse_rules(config.getini(THRESHOLDS_INI))
     except ValueError as exc:

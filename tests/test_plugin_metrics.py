@@ -109,3 +109,9 @@ def test_an_out_of_memory_error_fails_only_its_test_and_says_what_to_do(pytester
     result = pytester.runpytest()
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(["*rocm-validate: out of device memory*", "*lower the problem size*"])
+
+
+def test_reports_are_written_with_the_usual_file_mode(pytester):
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    pytester.runpytest("--rocm-report=report.json")
+    assert (pytester.path / "report.json").stat().st_mode & 0o644 == 0o644
