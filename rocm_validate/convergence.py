@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rocm_validate.rcps import StoredRcp
 
 VERDICTS = ("pass", "too-fast", "too-slow", "not-converged", "no-verdict")
+OLYMPIC_DROPS = 1  # runs olympic scoring may lose (BERT): a second unconverged run fails the set
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,9 @@ def judge(candidate: str, score: RunSetScore, rescore_command: str) -> Convergen
     samples = tuple(int(r.to_converge) if r.converged and r.to_converge is not None else None for r in score.runs)
     unconverged = samples.count(None)
     spread = _describe_samples(samples)
-    if score.rcp.message == "Insufficient convergence" or observed is None:
+    if unconverged > OLYMPIC_DROPS or score.rcp.message == "Insufficient convergence" or observed is None:
         verdict = "not-converged"
-        detail = f"{unconverged} of {len(samples)} runs did not reach the target (olympic scoring drops at most 1)"
+        detail = f"{unconverged} of {len(samples)} runs did not reach the target (olympic scoring drops at most {OLYMPIC_DROPS})"
     elif not score.rcp.passed and fastest is not None and observed < fastest:
         verdict = "too-fast"
         detail = (
@@ -198,7 +199,7 @@ class MiniBertCheck:
     def check(self, candidate: Candidate) -> ConvergenceVerdict:
         """Train the candidate's seeds (the first of the reference's) and judge the run set."""
         folder = self.workdir / candidate.name
-        self._trainer(candidate).run_seeds(range(self.seeds), folder)
+        self._trainer(candidate).run_seeds(range(self.seeds), folder, tolerated_failures=OLYMPIC_DROPS)
         return check_run_set(candidate.name, folder, self.rcp_file, self.ruleset)
 
     def record_reference(self, creator: str, when: str) -> RecordedRcp:
@@ -210,7 +211,7 @@ class MiniBertCheck:
         from rocm_validate.minibert import REFERENCE
         from rocm_validate.rcps import build_rcp, write_rcp
 
-        runs = self._trainer(REFERENCE).run_seeds(range(2 * self.seeds), self.workdir / "reference-rcp")
+        runs = self._trainer(REFERENCE).run_seeds(range(2 * self.seeds), self.workdir / "reference-rcp", tolerated_failures=0)
         failed = [r.seed for r in runs if not r.converged]
         if failed:
             raise ReferenceFailed(

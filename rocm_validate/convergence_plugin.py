@@ -227,18 +227,19 @@ def mini_bert(pytestconfig: pytest.Config, rocm_device: DeviceInfo, torch_device
     )
 
 
-@pytest.fixture
-def mini_bert_rcp(mini_bert: MiniBertCheck, pytestconfig: pytest.Config) -> StoredRcp:
-    """The device's mini-BERT RCPs; a missing one skips with the command that records it
-    (fails under --rocm-strict), a corrupt one fails naming the file."""
+def require_rcp(config: pytest.Config, check: MiniBertCheck) -> StoredRcp:
+    """The device's mini-BERT RCPs, called from a test: missing ones skip with the command that
+    records them (fail under --rocm-strict), a corrupt file fails naming it; under
+    --update-baselines candidates are not checked."""
     from rocm_validate.jsonfile import JsonFileError
     from rocm_validate.rcps import RcpUnavailable
 
-    settings = run_state(pytestconfig).settings
+    __tracebackhide__ = True
+    settings = run_state(config).settings
     if settings.update_baselines:
         pytest.skip(f"--update-baselines records the mini-BERT RCPs only ({RECORD_TEST}); run without it to check candidates")
     try:
-        return mini_bert.rcp()
+        return check.rcp()
     except RcpUnavailable as exc:
         if settings.strict:
             pytest.fail(f"{exc} (--rocm-strict: missing RCPs fail)", pytrace=False)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import logging
 import math
@@ -108,9 +107,9 @@ PRESETS: dict[str, MiniBertSpec] = {
         name="gpu",
         corpus=CorpusSpec(
             vocab_size=1024,
-            topics=16,
-            words_per_topic=32,
-            successors=3,
+            topics=256,
+            words_per_topic=4,
+            successors=4,
             seq_len=64,
             train_sequences=65536,
             eval_sequences=1024,
@@ -122,10 +121,10 @@ PRESETS: dict[str, MiniBertSpec] = {
         intermediate_size=512,
         batch_size=128,
         learning_rate=2e-3,
-        warmup_steps=60,
-        max_steps=900,
-        eval_every=10,
-        target_accuracy=0.5,
+        warmup_steps=30,
+        max_steps=400,
+        eval_every=5,
+        target_accuracy=0.33,
         seeds=10,
     ),
     "cpu": MiniBertSpec(
@@ -372,7 +371,7 @@ class Trainer:
         self.held_out = self.corpus.held_out.to(device)
         self._compiled: tuple[MaskedLM, Callable[..., torch.Tensor]] | None = None
 
-    def _model(self, seed: int) -> tuple[MaskedLM, Callable[..., torch.Tensor]]:
+    def model_for(self, seed: int) -> tuple[MaskedLM, Callable[..., torch.Tensor]]:
         """The model initialised from `seed`, and the callable that runs it."""
         fresh = build_bert(self.spec, seed)
         if self.candidate.compile:
@@ -427,7 +426,7 @@ class Trainer:
             log.event("cache_clear", True)
             log.start("init_start")
             self._log_submission(log, seed)
-            module, run = self._model(seed)
+            module, run = self.model_for(seed)
             optimizer, schedule = self._optimizer(module)
             batches = torch.Generator().manual_seed(1_000_003 * (seed + 1))
             log.end("init_stop")
@@ -496,10 +495,25 @@ class Trainer:
             metadata={"definition": spec.fingerprint(), "candidate": self.candidate.name, "target_accuracy": spec.target_accuracy},
         )
 
-    def run_seeds(self, seeds: range, folder: Path) -> list[RunOutcome]:
-        """One result_<i>.txt per seed in `folder`, as an MLPerf run set."""
+    def run_seeds(self, seeds: range, folder: Path, tolerated_failures: int) -> list[RunOutcome]:
+        """One result_<i>.txt per seed in `folder`, as an MLPerf run set.
+
+        Stops once more than `tolerated_failures` runs missed the target: the set has failed
+        whatever the remaining seeds do, and a failing stack should not cost the full budget.
+        """
         folder.mkdir(parents=True, exist_ok=True)
-        return [self.run(seed, folder / f"result_{i}.txt", i, len(seeds)) for i, seed in zip(itertools.count(), seeds)]
+        outcomes: list[RunOutcome] = []
+        for index, seed in enumerate(seeds):
+            outcomes.append(self.run(seed, folder / f"result_{index}.txt", index, len(seeds)))
+            failures = sum(not o.converged for o in outcomes)
+            if failures > tolerated_failures and index + 1 < len(seeds):
+                self.progress(
+                    f"{self.candidate.name}: stopped after {index + 1} of {len(seeds)} seeds: {failures} runs missed "
+                    f"the target, more than the {tolerated_failures} a run set may lose",
+                    True,
+                )
+                break
+        return outcomes
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import pytest
 
 from rocm_validate import __version__
 from rocm_validate.convergence import ReferenceFailed
+from rocm_validate.convergence_plugin import require_rcp
 from rocm_validate.minibert import CANDIDATES
 from rocm_validate.session import run_state
 
@@ -39,10 +40,11 @@ def test_reference_records_convergence_points(mini_bert, pytestconfig, record_ro
 
 
 @pytest.mark.parametrize("candidate", CANDIDATES, ids=lambda c: c.name)
-def test_candidate_converges_like_the_reference(candidate, mini_bert, mini_bert_rcp, record_rocm_metric):
+def test_candidate_converges_like_the_reference(candidate, mini_bert, pytestconfig, record_rocm_metric):
     reason = mini_bert.skip_reason(candidate)
     if reason:
         pytest.skip(reason)
+    require_rcp(pytestconfig, mini_bert)
     verdict = mini_bert.check(candidate)
     if verdict.olympic_mean_samples is not None:
         record_rocm_metric(
