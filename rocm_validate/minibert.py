@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,6 +28,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
+
+from rocm_validate.mlperf import mllog_writer
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 FIRST_WORD = 4
@@ -328,23 +329,6 @@ def _no_progress(line: str, final: bool) -> None:
     """Progress sink for runs nobody watches."""
 
 
-@contextlib.contextmanager
-def _mllog_file(path: Path) -> Iterator[Any]:
-    """An mllog.MLLogger writing only to `path` (not to stdout, not to the root logger)."""
-    from mlperf_logging.mllog import mllog
-
-    logger = logging.getLogger(f"rocm_validate.mllog.{path.resolve()}")
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
-    logger.addHandler(handler)
-    try:
-        yield mllog.MLLogger(logger=logger, default_namespace="")
-    finally:
-        logger.removeHandler(handler)
-        handler.close()
-
-
 class Trainer:
     """Trains one candidate of one spec on one device, seed after seed.
 
@@ -422,7 +406,7 @@ class Trainer:
         """Train from `seed` until the target accuracy or max_steps; write result file `path`."""
         spec, candidate = self.spec, self.candidate
         label = f"{candidate.name} seed {index + 1}/{total}"
-        with _mllog_file(path) as log, _matmul_precision("highest"), _cpu_threads(self.device, 1):
+        with mllog_writer(path) as log, _matmul_precision("highest"), _cpu_threads(self.device, 1):
             log.event("cache_clear", True)
             log.start("init_start")
             self._log_submission(log, seed)

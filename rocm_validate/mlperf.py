@@ -266,6 +266,23 @@ def max_dropped_runs(benchmark: str | None) -> int:
     return 4 if benchmark == "unet3d" else 1
 
 
+@contextlib.contextmanager
+def mllog_writer(path: Path) -> Iterator[Any]:
+    """mlperf-logging's MLLogger writing to `path` only (not to stdout, not to the root logger)."""
+    from mlperf_logging.mllog import mllog
+
+    logger = logging.getLogger(f"rocm_validate.mllog.{path.resolve()}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    logger.addHandler(handler)
+    try:
+        yield mllog.MLLogger(logger=logger, default_namespace="")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
 # --- the checker: found without importing it, called with its logging captured ---------------
 
 

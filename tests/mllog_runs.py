@@ -1,4 +1,4 @@
-"""Build MLPerf result files for tests with mlperf-logging's own `mllog` writer.
+"""Build MLPerf result files for tests with mlperf-logging's own `mllog` writer (MLLogger).
 
 `write_run` writes one BERT-style result_<n>.txt: the submission keys, a few evaluations whose
 `epoch_num` counts samples (as MLPerf BERT logs them), `train_samples`, and a run_stop.
@@ -7,16 +7,14 @@ Timestamps are given, so minutes-to-train are exact.
 
 from __future__ import annotations
 
-import itertools
-import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from mlperf_logging.mllog import mllog
 from mlperf_logging.mllog import constants
 
+from rocm_validate.mlperf import mllog_writer
+
 START_MS = 1_700_000_000_000
-_loggers = itertools.count()
 
 
 def write_run(
@@ -30,13 +28,7 @@ def write_run(
     extra: Sequence[tuple[str, Any]] = (),
 ) -> Path:
     """One run that reaches `accuracy` after `samples` samples in `minutes` (status None: no run_stop)."""
-    logger = logging.getLogger(f"tests.mllog_runs.{next(_loggers)}")
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
-    logger.addHandler(handler)
-    try:
-        log = mllog.MLLogger(logger=logger, default_namespace="")
+    with mllog_writer(path) as log:
         at = START_MS
         log.event(constants.CACHE_CLEAR, True, time_ms=at)
         log.start(constants.INIT_START, time_ms=at)
@@ -56,9 +48,6 @@ def write_run(
         log.event(constants.TRAIN_SAMPLES, samples, time_ms=stop)
         if status is not None:
             log.end(constants.RUN_STOP, metadata={"status": status}, time_ms=stop)
-    finally:
-        logger.removeHandler(handler)
-        handler.close()
     return path
 
 
@@ -68,3 +57,8 @@ def write_set(folder: Path, samples: Sequence[int], minutes: Sequence[float] | N
     for index, count in enumerate(samples):
         write_run(folder / f"result_{index}.txt", count, minutes[index] if minutes else 10.0 + index, **options)
     return folder
+
+
+def spread(center: int, count: int = 10, step: int = 10_000) -> list[int]:
+    """`count` sample counts around `center`, `step` apart: a run set with a spread."""
+    return [center + step * (i - count // 2) for i in range(count)]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mllog_runs import write_run, write_set
+from mllog_runs import spread, write_run, write_set
 from mlperf_logging.rcp_checker import rcp_checker  # noqa: F401
 from transformers.models.bert import modeling_bert  # noqa: F401
 
@@ -30,10 +30,6 @@ def suite(pytester):
     for source in SUITE.glob("test_*.py"):
         (target / source.name).write_text(source.read_text())
     return pytester
-
-
-def spread(center, count=10, step=10_000):
-    return [center + step * (i - count // 2) for i in range(count)]
 
 
 def run_suite(pytester, *args):

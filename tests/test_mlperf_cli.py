@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from mllog_runs import write_set
+from mllog_runs import spread, write_set
 
 from rocm_validate import cli
-
-
-def spread(center, count=10, step=10_000):
-    return [center + step * (i - count // 2) for i in range(count)]
 
 
 def score(capsys, *args):

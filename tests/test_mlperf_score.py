@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from mllog_runs import write_run, write_set
+from mllog_runs import spread, write_run, write_set
 from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.result_summarizer import result_summarizer
 
@@ -20,10 +20,6 @@ from rocm_validate import mlperf
 def official(folder):
     """What MLPerf's package checker runs: pruned RCPs, epoch_num counting BERT's samples."""
     return rcp_checker.check_directory(str(folder), "training", "5.0.0", False, False, rcp_pass="pruned_rcps")
-
-
-def spread(center, count=10, step=10_000):
-    return [center + step * (i - count // 2) for i in range(count)]
 
 
 CASES = {
