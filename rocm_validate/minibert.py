@@ -78,6 +78,12 @@ class MiniBertSpec:
     weight_decay: float = 0.01
     seeds: int = 10  # runs per check, like MLPerf BERT's 10
 
+    def __post_init__(self) -> None:
+        if self.corpus.eval_sequences % self.batch_size:
+            raise ValueError(f"eval_sequences ({self.corpus.eval_sequences}) must be a multiple of batch_size ({self.batch_size}): one shape for every evaluation chunk")
+        if not 0 < self.warmup_steps < self.max_steps:
+            raise ValueError(f"warmup_steps must lie in (0, max_steps={self.max_steps}), found {self.warmup_steps}")
+
     def fingerprint(self) -> str:
         """Changes whenever anything that shapes convergence changes; stored with the RCPs."""
         data = asdict(self)
@@ -441,7 +447,7 @@ class Trainer:
                 if not math.isfinite(loss.item()):
                     break
                 converged = accuracy >= spec.target_accuracy
-                self.progress(f"{label}: step {step}/{spec.max_steps}, {samples} samples, eval accuracy {accuracy:.4f}", False)
+                self.progress(f"{label}: step {step}/{spec.max_steps}, {samples:,} samples, eval accuracy {accuracy:.4f}", False)
                 if converged:
                     break
             samples = step * spec.batch_size
@@ -449,7 +455,7 @@ class Trainer:
             log.end("run_stop", metadata={"status": "success" if converged else "aborted"})
             seconds = time.perf_counter() - started
         outcome = RunOutcome(seed, converged, samples, step, accuracy, seconds, path, tuple(curve))
-        verdict = f"converged at {samples} samples" if converged else f"did not reach {spec.target_accuracy} in {step} steps"
+        verdict = f"converged at step {step}, {samples:,} samples" if converged else f"did not reach {spec.target_accuracy} in {step} steps"
         self.progress(f"{label}: {verdict} (eval accuracy {accuracy:.4f}, {seconds:.1f} s)", True)
         return outcome
 
