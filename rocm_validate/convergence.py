@@ -136,6 +136,17 @@ def rescore_command(folder: Path, rcp_file: Path, ruleset: str) -> str:
     return shlex.join(["rocm-validate", "mlperf-score", str(folder), "--rcp", str(rcp_file), "--ruleset", ruleset])
 
 
+def fp8_converter_available() -> bool:
+    """Whether rocm_validate.fp8 (the correctness suite's FP8 support) offers convert_to_fp8_linear."""
+    import importlib
+
+    try:
+        module = importlib.import_module("rocm_validate.fp8")
+    except ImportError:
+        return False
+    return callable(getattr(module, "convert_to_fp8_linear", None))
+
+
 def candidate_skip_reason(candidate: Candidate, device: DeviceInfo, fp8_module: bool) -> str | None:
     """Why a candidate cannot run on this device (need vs found), or None."""
     if candidate.fp8_linear:
@@ -186,9 +197,7 @@ class MiniBertCheck:
         return Trainer(self.spec, candidate, self.torch_device, self.device.fp8_formats, self.platform, self.progress)
 
     def skip_reason(self, candidate: Candidate) -> str | None:
-        import importlib.util
-
-        return candidate_skip_reason(candidate, self.device, importlib.util.find_spec("rocm_validate.fp8") is not None)
+        return candidate_skip_reason(candidate, self.device, fp8_converter_available())
 
     def rcp(self) -> StoredRcp:
         """This device's RCPs for this definition (raises RcpUnavailable or JsonFileError)."""

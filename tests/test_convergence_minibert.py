@@ -69,18 +69,24 @@ def test_a_run_that_misses_the_target_by_max_steps_is_aborted(tmp_path):
     assert mlperf.read_mllog(outcome.path).last("run_stop").metadata["status"] == "aborted"
 
 
-def test_a_compiled_candidate_is_compiled_once_and_reinitialised_per_seed(monkeypatch):
+def same_weights(module, seed):
+    fresh = minibert.build_bert(SPEC, seed).state_dict()
+    return all(torch.equal(module.bert.state_dict()[name], value) for name, value in fresh.items())
+
+
+def test_a_compiled_candidate_is_compiled_once_warmed_up_in_init_and_reinitialised_per_seed(monkeypatch):
     compiled = []
     monkeypatch.setattr(torch, "compile", lambda module: compiled.append(module) or module)
     trainer = Trainer(SPEC, Candidate("compiled", "test", compile=True), torch.device("cpu"))
     first, _ = trainer.model_for(0)
+    assert same_weights(first, 0), "the warm-up must leave seed 0's initial weights"
+    assert all(p.grad is None for p in first.parameters()) and first.training
     with torch.no_grad():
         for parameter in first.parameters():
             parameter.add_(1.0)
     second, _ = trainer.model_for(1)
     assert second is first and len(compiled) == 1
-    fresh = minibert.build_bert(SPEC, 1).state_dict()
-    assert all(torch.equal(second.bert.state_dict()[name], value) for name, value in fresh.items())
+    assert same_weights(second, 1)
 
 
 @pytest.fixture(scope="module")
