@@ -26,8 +26,10 @@ def write_run(
     status: str | None = "success",
     accuracy: float = 0.721,
     extra: Sequence[tuple[str, Any]] = (),
+    train_samples: int | None = None,
 ) -> Path:
-    """One run that reaches `accuracy` after `samples` samples in `minutes` (status None: no run_stop)."""
+    """One run that reaches `accuracy` after `samples` samples in `minutes` (status None: no run_stop);
+    `train_samples` is logged as trained (default: `samples`)."""
     with mllog_writer(path) as log:
         at = START_MS
         log.event(constants.CACHE_CLEAR, True, time_ms=at)
@@ -45,7 +47,7 @@ def write_run(
             seen = int(samples * fraction)
             when = start + int((stop - start) * fraction)
             log.event(constants.EVAL_ACCURACY, accuracy * fraction, metadata={"epoch_num": seen}, time_ms=when)
-        log.event(constants.TRAIN_SAMPLES, samples, time_ms=stop)
+        log.event(constants.TRAIN_SAMPLES, samples if train_samples is None else train_samples, time_ms=stop)
         if status is not None:
             log.end(constants.RUN_STOP, metadata={"status": status}, time_ms=stop)
     return path

@@ -3,6 +3,7 @@ whole mini-BERT path on the CPU (record RCPs, then check the reference against t
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from transformers.models.bert import modeling_bert  # noqa: F401
 import rocm_validate.convergence  # noqa: F401
 import rocm_validate.rcps  # noqa: F401 - pytester's in-process runs drop the modules they import: a
 # second import of torch crashes, and a second rocm_validate.jsonfile has another JsonFileError class
+from rocm_validate.convergence_plugin import ProgressLine
 
 pytest_plugins = ("pytester",)
 
@@ -126,3 +128,68 @@ def test_recording_rcps_then_checking_the_reference_runs_the_whole_path(suite):
     checked = run_suite(suite, *common, CHECK_REFERENCE)
     checked.assert_outcomes(passed=1)
     checked.stdout.fnmatch_lines(["reference seed 3/3: *", "mini_bert.reference.samples_to_converge * samples * pass"])
+
+
+class FakeReporter:
+    def __init__(self, isatty):
+        self.isatty = isatty
+        self.calls = []
+
+    def ensure_newline(self):
+        self.calls.append(("newline",))
+
+    def rewrite(self, line, erase=False):
+        self.calls.append(("rewrite", line))
+
+    def write(self, text):
+        self.calls.append(("write", text))
+
+    def write_line(self, line):
+        self.calls.append(("line", line))
+
+
+class FakeCapture:
+    def __init__(self):
+        self.suspended = 0
+
+    def global_and_fixture_disabled(self):
+        self.suspended += 1
+        return contextlib.nullcontext()
+
+
+class FakeConfig:
+    def __init__(self, reporter, worker=False):
+        self.capture = FakeCapture()
+        self.pluginmanager = self
+        self._plugins = {"terminalreporter": reporter, "capturemanager": self.capture}
+        if worker:
+            self.workerinput = {}
+
+    def get_plugin(self, name):
+        return self._plugins[name]
+
+
+def show(progress):
+    progress("reference seed 1/3: step 5/160, 160 samples, eval accuracy 0.0800", False)
+    progress("reference seed 1/3: converged at step 30, 960 samples (eval accuracy 0.3203, 1.3 s)", True)
+
+
+def test_progress_in_a_log_keeps_only_the_line_ending_each_run_past_the_capture():
+    reporter = FakeReporter(isatty=False)
+    config = FakeConfig(reporter)
+    show(ProgressLine(config))
+    assert reporter.calls == [("newline",), ("line", "reference seed 1/3: converged at step 30, 960 samples (eval accuracy 0.3203, 1.3 s)")]
+    assert config.capture.suspended == 1
+
+
+def test_progress_on_a_terminal_rewrites_one_line_per_evaluation():
+    reporter = FakeReporter(isatty=True)
+    show(ProgressLine(FakeConfig(reporter)))
+    assert [call[0] for call in reporter.calls] == ["newline", "rewrite", "rewrite", "write"]
+    assert reporter.calls[1][1].endswith("eval accuracy 0.0800")
+
+
+def test_progress_is_silent_in_xdist_workers():
+    reporter = FakeReporter(isatty=True)
+    show(ProgressLine(FakeConfig(reporter, worker=True)))
+    assert reporter.calls == []

@@ -177,6 +177,13 @@ def test_runs_report_minutes_samples_accuracy_and_throughput(tmp_path):
     assert run.samples_per_second == pytest.approx(2_450_000 / 1200)
 
 
+@pytest.mark.parametrize(("train_samples", "expected"), [(False, 2_450_000), (True, 2_500_000)])
+def test_bert_samples_come_from_epoch_num_unless_train_samples_is_asked_for(tmp_path, train_samples, expected):
+    folder = write_set(tmp_path, [2_450_000] * 3, batch=448, train_samples=2_500_000)
+    score = mlperf.score_run_set(folder, use_train_samples=train_samples, compliance=False)
+    assert {run.to_converge for run in score.runs} == {expected}
+
+
 def test_parse_errors_of_every_kind_are_reported_by_line():
     text = "\n".join(
         [
