@@ -432,41 +432,53 @@ class Trainer:
             log.start("run_start")
             started = time.perf_counter()
             curve: list[tuple[int, float]] = []
-            accuracy, step, converged = 0.0, 0, False
+            accuracy, step, converged, diverged = 0.0, 0, False, False
             for step in range(1, spec.max_steps + 1):
-                if step % spec.eval_every == 1 or spec.eval_every == 1:
+                if (step - 1) % spec.eval_every == 0:
                     log.start("block_start", metadata={"samples_count": (step - 1) * spec.batch_size})
-                batch = training_batch(self.corpus, spec, batches).to(self.device)
-                with self._autocast():
-                    logits = run(batch.inputs, batch.positions)
-                    loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten())
-                loss.backward()
-                optimizer.step()
-                schedule.step()
-                optimizer.zero_grad(set_to_none=True)
+                loss = self._step(run, optimizer, schedule, training_batch(self.corpus, spec, batches).to(self.device))
                 if step % spec.eval_every and step != spec.max_steps:
                     continue
-                samples = step * spec.batch_size
-                log.end("block_stop", metadata={"samples_count": samples})
-                log.start("eval_start", metadata={"epoch_num": samples})
-                accuracy = self.evaluate(run, module)
-                log.end("eval_stop", metadata={"epoch_num": samples})
-                log.event("eval_accuracy", accuracy, metadata={"epoch_num": samples, "samples_count": samples})
-                curve.append((samples, accuracy))
-                if not math.isfinite(loss.item()):
-                    break
-                converged = accuracy >= spec.target_accuracy
-                self.progress(f"{label}: step {step}/{spec.max_steps}, {samples:,} samples, eval accuracy {accuracy:.4f}", False)
-                if converged:
+                accuracy = self._evaluation(log, run, module, step * spec.batch_size)
+                curve.append((step * spec.batch_size, accuracy))
+                diverged = not math.isfinite(loss.item())
+                converged = accuracy >= spec.target_accuracy and not diverged
+                self.progress(f"{label}: step {step}/{spec.max_steps}, {step * spec.batch_size:,} samples, eval accuracy {accuracy:.4f}", False)
+                if converged or diverged:
                     break
             samples = step * spec.batch_size
             log.event("train_samples", samples)
             log.end("run_stop", metadata={"status": "success" if converged else "aborted"})
             seconds = time.perf_counter() - started
         outcome = RunOutcome(seed, converged, samples, step, accuracy, seconds, path, tuple(curve))
-        verdict = f"converged at step {step}, {samples:,} samples" if converged else f"did not reach {spec.target_accuracy} in {step} steps"
+        if converged:
+            verdict = f"converged at step {step}, {samples:,} samples"
+        elif diverged:
+            verdict = f"training loss is not finite at step {step}"
+        else:
+            verdict = f"did not reach {spec.target_accuracy} in {step} steps"
         self.progress(f"{label}: {verdict} (eval accuracy {accuracy:.4f}, {seconds:.1f} s)", True)
         return outcome
+
+    def _step(self, run: Callable[..., torch.Tensor], optimizer: torch.optim.Optimizer, schedule: Any, batch: MaskedBatch) -> torch.Tensor:
+        """One optimizer step on `batch`; returns the loss (not synchronised)."""
+        with self._autocast():
+            logits = run(batch.inputs, batch.positions)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten())
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    def _evaluation(self, log: Any, run: Callable[..., torch.Tensor], module: MaskedLM, samples: int) -> float:
+        """Close the training block, evaluate, and log it the way MLPerf BERT does."""
+        log.end("block_stop", metadata={"samples_count": samples})
+        log.start("eval_start", metadata={"epoch_num": samples})
+        accuracy = self.evaluate(run, module)
+        log.end("eval_stop", metadata={"epoch_num": samples})
+        log.event("eval_accuracy", accuracy, metadata={"epoch_num": samples, "samples_count": samples})
+        return accuracy
 
     def _log_submission(self, log: Any, seed: int) -> None:
         spec = self.spec
