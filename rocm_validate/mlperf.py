@@ -500,7 +500,7 @@ def _stage_run(path: Path, copy: Path, ruleset: str, train_samples: bool, compli
     size, which the checker counts as a run that did not converge.
     """
     parsed = read_mllog(path)
-    problems = [f"{p}" for p in parsed.problems]
+    problems = list(parsed.problems)
     if problems:
         problems[-1] += "; the file is not accepted and counts as a run that did not converge"
     _write_stage(copy, parsed, stand_in=bool(problems))
