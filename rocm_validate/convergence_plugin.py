@@ -37,7 +37,6 @@ RULESET = OptionSpec(
     "ROCM_VALIDATE_RULESET",
     f"MLPerf training ruleset of the RCP check and compliance rules (default: {mlperf.DEFAULT_RULESET})",
     "X.Y.Z",
-    mlperf.DEFAULT_RULESET,
 )
 RCP_FILE = OptionSpec(
     "--rocm-mlperf-rcp",
@@ -114,6 +113,7 @@ def resolve_settings(config: pytest.Config) -> ConvergenceSettings:
     """Read every convergence option once; raises pytest.UsageError on a bad value."""
     return ConvergenceSettings(
         results_dir=_parse_or_default(config, RESULTS, _folder, None),
+        # only a ruleset asked for is checked: runs that never touch this suite need no mlperf-logging
         ruleset=_parse_or_default(config, RULESET, _ruleset, mlperf.DEFAULT_RULESET),
         rcp_file=_parse_or_default(config, RCP_FILE, _rcp_file, None),
         seeds=_parse_or_default(config, SEEDS, _seeds, None),
@@ -212,6 +212,8 @@ def mini_bert(pytestconfig: pytest.Config, rocm_device: DeviceInfo, torch_device
     from rocm_validate.minibert import preset_for
     from rocm_validate.rcps import rcp_path
 
+    if not mlperf.available_rulesets():
+        pytest.fail("mini-BERT needs mlperf-logging (its MLLOG writer and RCP checker), found none; install it with: pip install mlperf-logging", pytrace=False)
     settings = convergence_settings(pytestconfig)
     spec = preset_for(rocm_device.backend)
     return MiniBertCheck(
