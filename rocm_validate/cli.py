@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from rocm_validate import __version__
+from rocm_validate import __version__, mlperf_score
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     devices = commands.add_parser("devices", help="describe every GPU (and the CPU) this machine exposes")
     devices.add_argument("--json", action="store_true", help="print the description as JSON")
     devices.set_defaults(run=_devices)
+    mlperf_score.add_parser(commands)
     return parser
 
 

@@ -1,6 +1,6 @@
 """Command-line options, their ini twins and environment variables, resolved once into `Settings`.
 
-Precedence is command line > environment > ini > default, settled in `_raw_value` alone.
+Precedence is command line > environment > ini > default, settled in `raw_value` alone.
 Every parser raises `pytest.UsageError` naming the option, the bad value and the accepted forms.
 """
 
@@ -148,7 +148,7 @@ def parse_device(value: str, source: str = DEVICE.flag) -> int | str | None:
     )
 
 
-def _parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[str, str], T], default: T) -> T:
+def parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[str, str], T], default: T) -> T:
     value, source = raw_value(config, spec)
     return default if value is None else parse(value, source)
 
@@ -157,7 +157,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
     """Read every core option once; raises pytest.UsageError on a bad value."""
     suite_value, suite_source = raw_value(config, SUITE)
     suites = parse_suites(suite_value or "correctness", suite_source)
-    baselines = _parse_or_default(config, BASELINES, lambda v, _s: Path(v).expanduser(), Path("baselines"))
+    baselines = parse_or_default(config, BASELINES, lambda v, _s: Path(v).expanduser(), Path("baselines"))
     if not baselines.is_absolute():
         baselines = config.rootpath / baselines
     if baselines.exists() and not baselines.is_dir():
@@ -173,7 +173,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         suites=suites,
         update_baselines=bool(config.getoption("--update-baselines")),
         baselines_dir=baselines,
-        device=_parse_or_default(config, DEVICE, parse_device, None),
+        device=parse_or_default(config, DEVICE, parse_device, None),
         report_path=report_path,
         strict=bool(strict_flag) if strict_flag is not None else bool(config.getini("rocm_strict")),
         suite_given=suite_source != SUITE.flag or config.getoption(SUITE.flag) is not None,

@@ -17,7 +17,7 @@ from rocm_validate.report import TestResult
 from rocm_validate.selection import suite_of, touches_suites
 from rocm_validate.session import PENDING_METRICS_KEY, STATE_KEY, SUITE_KEY, RunState, run_state
 
-pytest_plugins = ("rocm_validate.fixtures", "rocm_validate.perf_plugin")
+pytest_plugins = ("rocm_validate.fixtures", "rocm_validate.perf_plugin", "rocm_validate.convergence_plugin")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -1,0 +1,62 @@
+"""The built-in RCP benchmark: each candidate stack feature (bf16 autocast, fused AdamW,
+torch.compile, FP8 linear) converges like the fp32 reference, by MLPerf's RCP check.
+
+Record the device's RCPs once with --update-baselines (test_reference_records_convergence_points),
+then every run checks the candidates against them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from rocm_validate import __version__
+from rocm_validate.convergence import ReferenceFailed
+from rocm_validate.convergence_plugin import require_rcp
+from rocm_validate.minibert import CANDIDATES
+from rocm_validate.session import run_state
+
+
+def test_reference_records_convergence_points(mini_bert, pytestconfig, record_rocm_metric):
+    if not run_state(pytestconfig).settings.update_baselines:
+        pytest.skip("records the mini-BERT RCPs only under --update-baselines; found a checking run")
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        recorded = mini_bert.record_reference(f"rocm-validate {__version__}", when)
+    except ReferenceFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+    samples = sorted(recorded.samples)
+    record_rocm_metric(
+        "mini_bert.reference.samples_to_converge",
+        sum(samples[1:-1]) / (len(samples) - 2),
+        "samples",
+        better="lower",
+        samples=len(samples),
+        verdict="updated",
+        message=f"wrote {recorded.path}: {len(samples)} runs, {samples[0]:,} to {samples[-1]:,} samples, {recorded.seconds:.0f} s of training",
+        extra={"samples_per_seed": list(recorded.samples), "rcp_file": str(recorded.path)},
+    )
+
+
+@pytest.mark.parametrize("candidate", CANDIDATES, ids=lambda c: c.name)
+def test_candidate_converges_like_the_reference(candidate, mini_bert, pytestconfig, record_rocm_metric):
+    reason = mini_bert.skip_reason(candidate)
+    if reason:
+        pytest.skip(reason)
+    require_rcp(pytestconfig, mini_bert)
+    verdict = mini_bert.check(candidate)
+    if verdict.olympic_mean_samples is not None:
+        record_rocm_metric(
+            f"mini_bert.{candidate.name}.samples_to_converge",
+            verdict.olympic_mean_samples,
+            "samples",
+            better="lower",
+            samples=len(verdict.samples),
+            baseline=verdict.rcp_mean_samples,
+            ratio=verdict.ratio,
+            verdict=verdict.verdict,
+            message=verdict.message,
+            extra=verdict.extra(),
+        )
+    assert verdict.passed, verdict.message

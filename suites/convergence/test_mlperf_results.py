@@ -1,0 +1,39 @@
+"""MLPerf results as test verdicts: pytest --rocm-suite=convergence --rocm-mlperf-results=DIR.
+
+One test per result file (it converged; it passes MLPerf's compliance checker) and one for the
+set (it passes MLPerf's RCP check), with minutes-to-train and the score as metrics.
+"""
+
+from __future__ import annotations
+
+
+def _run(mlperf_results, name):
+    return next(run for run in mlperf_results.runs if run.file == name)
+
+
+def test_mlperf_run_converged(mlperf_result_file, mlperf_results, record_rocm_metric):
+    run = _run(mlperf_results, mlperf_result_file)
+    if run.minutes is not None:
+        record_rocm_metric(f"mlperf.{run.file}.minutes", run.minutes, "min", better="lower")
+    assert run.converged, run.message()
+
+
+def test_mlperf_run_passes_the_compliance_checker(mlperf_result_file, mlperf_results):
+    run = _run(mlperf_results, mlperf_result_file)
+    assert not run.problems, f"{run.file}: " + "; ".join(run.problems)
+    assert not run.compliance, f"{run.file}: MLPerf's compliance checker: " + "; ".join(run.compliance)
+
+
+def test_mlperf_run_set_passes_the_rcp_check(mlperf_results, record_rocm_metric):
+    score = mlperf_results
+    if score.olympic_mean_minutes is not None:
+        record_rocm_metric(
+            "mlperf.olympic_mean_minutes",
+            score.olympic_mean_minutes,
+            "min",
+            better="lower",
+            samples=len(score.runs),
+            extra={"normalization_factor": score.rcp.normalization_factor, "score_minutes": score.score_minutes},
+        )
+    details = "; ".join([score.rcp.message, *score.messages])
+    assert score.rcp.passed, f"{score.benchmark} run set {score.folder} fails MLPerf's RCP check: {details}"
