@@ -45,3 +45,18 @@ def test_the_suite_of_each_test_is_a_junit_property(three_suites):
     three_suites.runpytest("--rocm-suite=perf", "--junitxml=out.xml")
     xml = (three_suites.path / "out.xml").read_text()
     assert xml.count('<property name="rocm_suite" value="perf" />') == 2
+
+
+def test_the_projects_own_suites_collect_together_without_name_clashes():
+    """suites/correctness/test_gemm.py and suites/perf/test_gemm.py must both import."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--rocm-suite=all", "--rocm-device=cpu", "--co", "-q", "-p", "no:cacheprovider"],
+        cwd=repo, capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "suites/perf/test_gemm.py" in done.stdout and "suites/correctness/test_gemm.py" in done.stdout

@@ -1,0 +1,1 @@
+"""The rocm-validate suites: correctness, perf and convergence, one folder each."""

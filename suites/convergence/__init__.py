@@ -1,0 +1,1 @@
+"""Convergence: MLPerf RCP checks and the built-in mini-BERT benchmark."""

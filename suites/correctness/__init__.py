@@ -1,0 +1,1 @@
+"""Correctness: fused and FP8 kernels against a float64 golden."""

@@ -1,0 +1,1 @@
+"""Perf: throughput against stored per-device baselines."""
