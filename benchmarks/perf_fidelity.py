@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from dataclasses import replace
 import sys
 import time
 from pathlib import Path
@@ -28,16 +29,33 @@ import torch
 from rocm_validate import jsonfile
 from rocm_validate.devices import discover_devices, select_device
 from rocm_validate.perf_cases import GEMM_CASES, GEMM_DTYPES, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
-from rocm_validate.timing import GPU_PLAN, DeviceEventClock, Rotation, cache_defeat_bytes, measure, rotation_count
+from rocm_validate.timing import (
+    GPU_PLAN,
+    DeviceEventClock,
+    Rotation,
+    TimingPlan,
+    cache_defeat_bytes,
+    measure,
+    rotation_count,
+    sustained_changes,
+)
 
 COPY_BYTES = 2048 * 1024 * 1024
 RESULTS_SCHEMA: dict[str, Any] = {"title": "perf fidelity", "type": "object", "required": ["device", "rows"]}
 
 
-def raw_rate(fn: Callable[[], Any], seconds: float = 0.1, repeats: int = 5) -> float:
-    """Calls per second of a plain loop: one event before, one after N calls; median of repeats."""
+def raw_rate(fn: Callable[[], Any], seconds: float = 0.1, repeats: int = 5, warmup_s: float = 0.0) -> float:
+    """Calls per second of a plain loop: one event before, one after N calls; median of repeats.
+
+    warmup_s: run the loop that long first, as the suite does for power-hungry work.
+    """
     for _ in range(10):
         fn()
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    while time.perf_counter() - started < warmup_s:
+        for _ in range(10):
+            fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -56,11 +74,15 @@ def raw_rate(fn: Callable[[], Any], seconds: float = 0.1, repeats: int = 5) -> f
     return statistics.median(rates)
 
 
-def compare(label: str, work: float, unit_scale: float, suite_fn: Callable[[], Any], warm_fn: Callable[[], Any]) -> dict[str, Any]:
-    """One row: raw loops before and after the suite's measurement, and the ratios."""
-    before_warm, before_cold = raw_rate(warm_fn), raw_rate(suite_fn)
-    suite = measure(suite_fn, GPU_PLAN, DeviceEventClock(torch)).rate(1.0)
-    after_warm, after_cold = raw_rate(warm_fn), raw_rate(suite_fn)
+def compare(
+    label: str, work: float, unit_scale: float, suite_fn: Callable[[], Any], warm_fn: Callable[[], Any], plan: TimingPlan
+) -> dict[str, Any]:
+    """One row: raw loops before and after the suite's measurement (under the suite's plan), and
+    the ratios. Raw loops warm up as long as the plan does, so both see the same clock regime."""
+    warmup = plan.warmup_min_s
+    before_warm, before_cold = raw_rate(warm_fn, warmup_s=warmup), raw_rate(suite_fn, warmup_s=warmup)
+    suite = measure(suite_fn, plan, DeviceEventClock(torch)).rate(1.0)
+    after_warm, after_cold = raw_rate(warm_fn, warmup_s=warmup), raw_rate(suite_fn, warmup_s=warmup)
     warm, cold = (before_warm + after_warm) / 2, (before_cold + after_cold) / 2
     row = {
         "case": label,
@@ -94,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_float32_matmul_precision("highest")
     target = torch.device(device.torch_device)
     defeat = cache_defeat_bytes(device.l2_cache_bytes, device.last_level_cache_bytes)
+    gemm_plan = replace(GPU_PLAN, **sustained_changes(device.backend))  # as suites/perf/test_gemm.py
     started = time.perf_counter()
     rows = []
     print(f"{device.name} ({device.device_key}); TFLOP/s for GEMMs, GB/s for the copy", flush=True)
@@ -109,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             first = rotation.sets[0]
             rows.append(
                 compare(f"gemm.{dtype}.{m}x{n}x{k}", gemm_flops(m, n, k), 1e12,
-                        lambda: kernel(*rotation.next()), lambda: kernel(*first))
+                        lambda: kernel(*rotation.next()), lambda: kernel(*first), gemm_plan)
             )
             del rotation, first
             torch.cuda.empty_cache()
@@ -119,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     def copy() -> Any:
         return copy_target.copy_(source)
 
-    rows.append(compare(f"copy.device.{COPY_BYTES >> 20}mib", 2.0 * COPY_BYTES, 1e9, copy, copy))
+    rows.append(compare(f"copy.device.{COPY_BYTES >> 20}mib", 2.0 * COPY_BYTES, 1e9, copy, copy, GPU_PLAN))
     worst = min(rows, key=lambda r: r["ratio_to_raw"])
     print(f"worst suite/raw: {worst['case']} {worst['ratio_to_raw']:.3f}; {time.perf_counter() - started:.0f} s")
     if args.out:

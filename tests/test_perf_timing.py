@@ -67,6 +67,24 @@ def test_dispersion_is_iqr_over_median_as_pytest_benchmark_computes_the_iqr() ->
     assert summary.noise == pytest.approx(0.8 / 1.349)
 
 
+def test_dispersion_comes_from_block_means_so_fast_alternation_averages_out() -> None:
+    alternating = tuple(0.0015 if i % 2 else 0.0018 for i in range(64))  # power-cap flip-flop, 64 rounds
+    summary = SampleSummary(alternating, calls=4)
+    assert _iqr_over_median(alternating) > 0.15  # single rounds spread ~18%
+    assert summary.dispersion < 1e-9  # every 8-round block has the same mean
+
+
+def test_a_drift_across_the_window_shows_in_the_block_dispersion() -> None:
+    drifting = tuple(0.001 * (1 + 0.01 * i) for i in range(64))
+    assert SampleSummary(drifting, calls=1).dispersion > 0.2
+
+
+def _iqr_over_median(values: tuple[float, ...]) -> float:
+    ordered = sorted(values)
+    quarter = len(ordered) // 4
+    return (ordered[-quarter] - ordered[quarter]) / ordered[len(ordered) // 2]
+
+
 def test_benchmark_stats_carry_every_pytest_benchmark_field_and_the_iterations() -> None:
     from pytest_benchmark.stats import Stats
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from rocm_validate.perf_cases import GEMM_CASES, GEMM_DTYPES, GemmCase, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
+from rocm_validate.timing import sustained_changes
 
 # Norm-wise relative error of one output tile against float64: a few times the rounding of each
 # output format (reduced-precision split-K reductions included), far below a wrong kernel's ~1;
@@ -44,7 +45,7 @@ def test_gemm_throughput(perf, rocm_device, torch_device, fp32_without_tf32, dty
         lambda _i: gemm_operands(dtype, m, n, k, torch_device, fp8_format), gemm_set_bytes(dtype, m, n, k)
     )
     kernel = gemm_kernel(dtype, torch_device)
-    measured = perf.measure(lambda: kernel(*rotation.next()))
+    measured = perf.measure(lambda: kernel(*rotation.next()), **sustained_changes(rocm_device.backend))
     perf.throughput(f"gemm.{dtype}.{m}x{n}x{k}", measured, gemm_flops(m, n, k), "TFLOP/s", peak=dtype)
     a, b = rotation.sets[0]
     _check_tile(kernel(a, b), a.float(), b.float(), TOLERANCE[dtype])
