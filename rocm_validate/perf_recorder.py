@@ -270,7 +270,7 @@ class PerfRecorder:
             value,
             unit,
             better,
-            dispersion=timing.summary.dispersion,
+            dispersion=timing.dispersion,
             samples=timing.summary.rounds,
             peak=peaks.peak_for(self.device, peak) if peak else None,
             extra=extra,

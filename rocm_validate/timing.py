@@ -44,6 +44,7 @@ class TimingPlan:
     min_rounds: int
     max_rounds: int
     graph: bool = False  # replay a captured CUDA/HIP graph per round (launch-bound work)
+    sustained: bool = False  # a sustained average: its noise is that of the window mean (see stats)
 
     def __post_init__(self) -> None:
         if not (0 <= self.warmup_min_s <= self.warmup_max_s):
@@ -71,10 +72,10 @@ CPU_PLAN = TimingPlan(
 # software power cap: a 0.4 s window after a short warm-up measured the boost phase in one run and
 # the capped phase in the next, 11% apart. Sustained work warms up past the boost phase and
 # averages a longer window, so the figure is the sustained rate training sees, not a peak interval.
-SUSTAINED_GPU_CHANGES: dict[str, float] = {"warmup_min_s": 2.0, "warmup_max_s": 3.0, "window_s": 1.0}
+SUSTAINED_GPU_CHANGES: dict[str, Any] = {"warmup_min_s": 2.0, "warmup_max_s": 3.0, "window_s": 1.0, "sustained": True}
 
 
-def sustained_changes(backend: str) -> dict[str, float]:
+def sustained_changes(backend: str) -> dict[str, Any]:
     """Plan changes for power-hungry work on a GPU; none on the CPU (no boost / cap cycle there)."""
     return {} if backend == "cpu" else dict(SUSTAINED_GPU_CHANGES)
 
@@ -213,6 +214,13 @@ class Timing:
     method: str  # "device-events", "graph-replay", "host-clock", "host-clock-synchronized"
     warmup_s: float
     warmup_steady: bool  # False: the rate was still moving when warm-up hit its limit
+    sustained: bool = False
+
+    @property
+    def dispersion(self) -> float:
+        """The relative spread the gate works with: of the window mean for sustained averages,
+        of the block means otherwise."""
+        return self.summary.mean_dispersion if self.sustained else self.summary.dispersion
 
     @property
     def calls(self) -> int:
@@ -232,6 +240,7 @@ class Timing:
             "window_s": round(self.summary.total_seconds, 6),
             "warmup_s": round(self.warmup_s, 4),
             "warmup_steady": self.warmup_steady,
+            "sustained": self.sustained,
             "median_s": stats["median"],
             "mean_s": self.summary.mean,
             "iqr_s": stats["iqr"],
@@ -331,6 +340,7 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], plan: TimingPlan, 
             method=method,
             warmup_s=warmup_s,
             warmup_steady=steady,
+            sustained=plan.sustained,
         )
         for name in jobs
     }

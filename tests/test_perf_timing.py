@@ -79,6 +79,22 @@ def test_a_drift_across_the_window_shows_in_the_block_dispersion() -> None:
     assert SampleSummary(drifting, calls=1).dispersion > 0.2
 
 
+def test_a_sustained_average_takes_the_noise_of_its_window_mean() -> None:
+    slow_cycle = tuple(0.0015 if (i // 12) % 2 else 0.0018 for i in range(64))  # flips every 12 rounds
+    summary = SampleSummary(slow_cycle, calls=4)
+    assert summary.dispersion > 0.05
+    assert summary.mean_dispersion == pytest.approx(summary.dispersion / 8**0.5)
+
+
+def test_only_sustained_timings_report_the_window_mean_dispersion() -> None:
+    from rocm_validate.timing import Timing
+
+    summary = SampleSummary(tuple(0.0015 if (i // 12) % 2 else 0.0018 for i in range(64)), calls=4)
+    plain = Timing(summary, "device-events", 0.5, True)
+    sustained = Timing(summary, "device-events", 2.0, True, sustained=True)
+    assert plain.dispersion == summary.dispersion and sustained.dispersion == summary.mean_dispersion
+
+
 def _iqr_over_median(values: tuple[float, ...]) -> float:
     ordered = sorted(values)
     quarter = len(ordered) // 4
