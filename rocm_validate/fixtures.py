@@ -69,24 +69,21 @@ class MetricRecorder:
         details: work, work_unit, peak, dispersion, samples, extra (see rocm_validate.metrics.Metric).
         A NaN or infinite value is recorded as such and fails the test.
         """
-        from rocm_validate.metrics import Metric
-
         __tracebackhide__ = True
-        metric = Metric(
-            name=name,
-            value=float(value),
-            unit=unit,
-            better=better,
-            nodeid=self._item.nodeid,
-            suite=self._item.stash.get(SUITE_KEY, None),
-            **details,
-        )
+        metric = self.build(name, value, unit, better, **details)
         if not math.isfinite(metric.value):
             metric = metric.with_verdict("invalid", f"measured {metric.value}: the measurement itself failed")
         self.add(metric)
         if metric.verdict == "invalid":
             pytest.fail(f"metric {name} is {value}: the measurement produced no finite number", pytrace=False)
         return metric
+
+    def build(self, name: str, value: float, unit: str, better: str = "higher", **details: Any) -> Metric:
+        """A Metric of this test (its node id, and its suite unless `suite` is given), not yet attached."""
+        from rocm_validate.metrics import Metric
+
+        details.setdefault("suite", self._item.stash.get(SUITE_KEY, None))
+        return Metric(name=name, value=float(value), unit=unit, better=better, nodeid=self._item.nodeid, **details)
 
     def add(self, metric: Metric) -> None:
         """Attach an already built (possibly gated) metric to the test."""

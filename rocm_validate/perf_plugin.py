@@ -142,7 +142,7 @@ def perf(
     shared CI machine another job descheduling one OpenMP thread slows every barrier 10-20x.
     """
     recorder = PerfRecorder(
-        perf_context, request.node, record_rocm_metric.add, lambda: request.getfixturevalue("torch_device")
+        perf_context, request.node, record_rocm_metric, lambda: request.getfixturevalue("torch_device")
     )
     if perf_context.device.is_gpu:
         yield recorder

@@ -27,6 +27,7 @@ from rocm_validate.stats import SampleSummary, paired_ratios
 from rocm_validate.timing import Clock, Rotation, Timing, TimingPlan, cache_defeat_bytes, default_plan, rotation_count
 
 if TYPE_CHECKING:
+    from rocm_validate.fixtures import MetricRecorder
     from rocm_validate.telemetry import Telemetry
 
 T = TypeVar("T")
@@ -184,12 +185,12 @@ class PerfRecorder:
         self,
         context: PerfContext,
         item: pytest.Item,
-        add_metric: Callable[[Metric], None],
+        metrics: MetricRecorder,
         torch_device: Callable[[], Any],
     ) -> None:
         self.context = context
         self._item = item
-        self._add_metric = add_metric
+        self._metrics = metrics
         self._torch_device = torch_device
         self.state = item.stash.setdefault(ITEM_STATE_KEY, ItemPerfState())
 
@@ -297,20 +298,11 @@ class PerfRecorder:
             raise ValueError(f"metric {name} is recorded twice (also by {self.context.recorded.get(name)})")
         self.context.recorded[name] = self._item.nodeid
         self.state.names.add(name)
-        metric = Metric(
-            name=name,
-            value=float(value),
-            unit=unit,
-            better=better,
-            nodeid=self._item.nodeid,
-            suite="perf",
-            dispersion=dispersion,
-            samples=samples,
-            extra=dict(extra or {}),
-            **details,
+        metric = self._metrics.build(
+            name, value, unit, better, suite="perf", dispersion=dispersion, samples=samples, extra=dict(extra or {}), **details
         )
         metric = self._gated(metric)
-        self._add_metric(metric)
+        self._metrics.add(metric)
         return metric
 
     def _gated(self, metric: Metric) -> Metric:

@@ -32,36 +32,31 @@ def rocm_stack(runtime: str, archs: tuple[str, ...]) -> StackFacts:
     )
 
 
-def mi300x(partition_file: str = "amd-smi-static-mi300x-rocm6.4.json", index: int = 0) -> DeviceInfo:
-    amd = amd_tools.parse_amd_smi_static_json(fixture_text(partition_file))[index]
+def _instinct(amd: amd_tools.AmdGpuFacts, name: str, minor: int, runtime: str) -> DeviceInfo:
+    """An MI300-family GPU as ROCm torch reports it, merged with the amd-smi facts."""
+    isa = amd.arch or "gfx942"
     torch_facts = TorchGpuFacts(
         index=0,
-        name="AMD Instinct MI300X",
+        name=name,
         major=9,
-        minor=4,
+        minor=minor,
         total_memory=amd.memory_bytes or 0,
         multi_processor_count=amd.compute_units or 0,
-        gcn_arch_name="gfx942:sramecc+:xnack-",
+        gcn_arch_name=f"{isa}:sramecc+:xnack-",
         l2_cache_size=4 * 1024**2,
         pci_bus_id=amd.bdf,
     )
-    return build_gpu_info(torch_facts, rocm_stack("6.4.43482-0f2d60242", ("gfx942",)), ROCM_ENV, amd=amd)
+    return build_gpu_info(torch_facts, rocm_stack(runtime, (isa,)), ROCM_ENV, amd=amd)
+
+
+def mi300x(partition_file: str = "amd-smi-static-mi300x-rocm6.4.json", index: int = 0) -> DeviceInfo:
+    amd = amd_tools.parse_amd_smi_static_json(fixture_text(partition_file))[index]
+    return _instinct(amd, "AMD Instinct MI300X", 4, "6.4.43482-0f2d60242")
 
 
 def mi355x() -> DeviceInfo:
     amd = amd_tools.parse_amd_smi_static_json(fixture_text("amd-smi-static-mi355x-rocm7.json"))[0]
-    torch_facts = TorchGpuFacts(
-        index=0,
-        name="AMD Instinct MI355X",
-        major=9,
-        minor=5,
-        total_memory=amd.memory_bytes or 0,
-        multi_processor_count=256,
-        gcn_arch_name="gfx950:sramecc+:xnack-",
-        l2_cache_size=4 * 1024**2,
-        pci_bus_id=amd.bdf,
-    )
-    return build_gpu_info(torch_facts, rocm_stack("7.0.51831-a3e329ad8", ("gfx950",)), ROCM_ENV, amd=amd)
+    return _instinct(amd, "AMD Instinct MI355X", 5, "7.0.51831-a3e329ad8")
 
 
 def mi250x() -> DeviceInfo:

@@ -17,7 +17,6 @@ import rocm_validate.rcps  # noqa: F401 - pytester's in-process runs drop the mo
 # second import of torch crashes, and a second rocm_validate.jsonfile has another JsonFileError class
 from rocm_validate.convergence_plugin import ProgressLine
 
-pytest_plugins = ("pytester",)
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "convergence"
 RECORD = "test_reference_records_convergence_points"

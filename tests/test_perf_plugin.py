@@ -13,7 +13,6 @@ from xml.etree import ElementTree
 import pytest
 import torch  # noqa: F401 - imported here, so pytester's in-process runs keep it: torch cannot be imported twice
 
-pytest_plugins = ("pytester",)
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "amd-instinct-mi300x-gfx942"

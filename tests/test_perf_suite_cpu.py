@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch  # noqa: F401 - imported here, so pytester's in-process runs keep it: torch cannot be imported twice
 
-pytest_plugins = ("pytester",)
 
 REPO = Path(__file__).resolve().parents[1]
 LOOSE_CPU_BAND = "rocm_perf_thresholds=* backend=cpu floor=0.9 cap=0.95 k=1"
