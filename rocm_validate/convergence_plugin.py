@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from rocm_validate import mlperf
-from rocm_validate.options import GROUP, OptionSpec, parse_or_default
-from rocm_validate.session import run_state
+from rocm_validate.options import OptionSpec, add_spec, parse_or_default
+from rocm_validate.session import is_xdist_worker, run_state
 
 if TYPE_CHECKING:
     from rocm_validate.convergence import MiniBertCheck
@@ -70,10 +70,8 @@ SETTINGS_KEY = pytest.StashKey[ConvergenceSettings]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup(GROUP)
     for spec in OPTIONS:
-        group.addoption(spec.flag, action="store", default=None, metavar=spec.metavar, help=spec.help)
-        parser.addini(spec.ini, spec.help, default=None)
+        add_spec(parser, spec)
 
 
 def _folder(value: str, source: str) -> Path:
@@ -168,7 +166,7 @@ class ProgressLine:
     def __init__(self, config: pytest.Config) -> None:
         self._reporter = config.pluginmanager.get_plugin("terminalreporter")
         self._capture = config.pluginmanager.get_plugin("capturemanager")
-        self._silent = hasattr(config, "workerinput") or self._reporter is None
+        self._silent = is_xdist_worker(config) or self._reporter is None
         self._fresh = True
 
     def __call__(self, line: str, final: bool) -> None:

@@ -79,14 +79,19 @@ class Settings:
         return "auto" if self.device is None else str(self.device)
 
 
+def add_spec(parser: pytest.Parser, spec: OptionSpec) -> None:
+    """Register one valued option in the rocm-validate group, and its ini twin if it has one."""
+    group = parser.getgroup(GROUP, "rocm-validate: GPU stack validation")
+    group.addoption(spec.flag, action="store", default=None, metavar=spec.metavar, help=spec.help)
+    if spec.ini:
+        parser.addini(spec.ini, spec.help, default=None)
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register the core options in the one rocm-validate group."""
-    group = parser.getgroup(GROUP, "rocm-validate: GPU stack validation")
-    for spec in (SUITE, BASELINES, DEVICE):
-        group.addoption(spec.flag, action="store", default=None, metavar=spec.metavar, help=spec.help)
-        if spec.ini:
-            parser.addini(spec.ini, spec.help, default=None)
-    group.addoption(REPORT.flag, action="store", default=None, metavar=REPORT.metavar, help=REPORT.help)
+    for spec in (SUITE, BASELINES, DEVICE, REPORT):
+        add_spec(parser, spec)
+    group = parser.getgroup(GROUP)
     group.addoption(
         "--update-baselines",
         action="store_true",
@@ -153,6 +158,15 @@ def parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[s
     return default if value is None else parse(value, source)
 
 
+def output_file(config: pytest.Config, spec: OptionSpec, example: str) -> Path | None:
+    """The file a command-line option names for output; a folder there is a usage error."""
+    value = config.getoption(spec.flag)
+    path = Path(value).expanduser().resolve() if value else None
+    if path is not None and path.is_dir():
+        raise pytest.UsageError(f"{spec.flag}={value!r} is a folder; expected a file path such as {example}")
+    return path
+
+
 def resolve_settings(config: pytest.Config) -> Settings:
     """Read every core option once; raises pytest.UsageError on a bad value."""
     suite_value, suite_source = raw_value(config, SUITE)
@@ -164,10 +178,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(
             f"{BASELINES.flag}: {baselines} is a file; expected a folder of <device-key>.json baselines"
         )
-    report = config.getoption(REPORT.flag)
-    report_path = Path(report).expanduser().resolve() if report else None
-    if report_path is not None and report_path.is_dir():
-        raise pytest.UsageError(f"{REPORT.flag}={report!r} is a folder; expected a file path such as report.json")
+    report_path = output_file(config, REPORT, "report.json")
     strict_flag = config.getoption("--rocm-strict")
     return Settings(
         suites=suites,

@@ -7,14 +7,13 @@ Imports only the standard library, pytest and torch-free project modules at modu
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
 from rocm_validate import gate, options
 from rocm_validate.perf_recorder import ITEM_STATE_KEY, PerfContext, PerfRecorder, PerfSettings, raise_outcome
-from rocm_validate.session import SUITE_KEY, run_state
+from rocm_validate.session import SUITE_KEY, is_xdist_worker, run_state
 
 if TYPE_CHECKING:
     from rocm_validate.devices import DeviceInfo
@@ -42,10 +41,8 @@ HEADER_KEY = pytest.StashKey["list[str]"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup(options.GROUP)
-    group.addoption(WINDOW.flag, action="store", default=None, metavar=WINDOW.metavar, help=WINDOW.help)
-    parser.addini(WINDOW.ini, WINDOW.help, default=None)
-    group.addoption(BENCHMARK_JSON.flag, action="store", default=None, metavar=BENCHMARK_JSON.metavar, help=BENCHMARK_JSON.help)
+    options.add_spec(parser, WINDOW)
+    options.add_spec(parser, BENCHMARK_JSON)
     parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
 
 
@@ -67,14 +64,10 @@ def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
         rules = gate.parse_rules(config.getini(THRESHOLDS_INI))
     except ValueError as exc:
         raise pytest.UsageError(f"{THRESHOLDS_INI} (ini): {exc}") from None
-    export = config.getoption(BENCHMARK_JSON.flag)
-    export_path = Path(export).expanduser().resolve() if export else None
-    if export_path is not None and export_path.is_dir():
-        raise pytest.UsageError(f"{BENCHMARK_JSON.flag}={export!r} is a folder; expected a file path such as benchmarks.json")
     return PerfSettings(
         window_factor=1.0 if value is None else parse_window(value, source),
         rules=rules,
-        benchmark_json=export_path,
+        benchmark_json=options.output_file(config, BENCHMARK_JSON, "benchmarks.json"),
     )
 
 
@@ -82,16 +75,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = resolve_perf_settings(config)
 
 
-def _is_xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     """With the perf suite selected, check this device's baseline file before any test runs:
     a corrupted, truncated or wrong-schema file is a usage error naming the file and the fix."""
     config = session.config
     state = run_state(config)
-    if "perf" not in state.settings.suites or _is_xdist_worker(config):
+    if "perf" not in state.settings.suites or is_xdist_worker(config):
         return
     from rocm_validate.baselines import BaselineError, BaselineStore
 
@@ -257,7 +246,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     perf = config.stash.get(SETTINGS_KEY, None)
-    if perf is None or perf.benchmark_json is None or _is_xdist_worker(config):
+    if perf is None or perf.benchmark_json is None or is_xdist_worker(config):
         return
     from rocm_validate import jsonfile
     from rocm_validate.benchmark_export import BENCHMARK_SCHEMA, benchmark_document, collect_machine_and_commit

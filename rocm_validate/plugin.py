@@ -15,7 +15,7 @@ from rocm_validate import hookspec, markers, options
 from rocm_validate.metrics import metrics_from_properties, replace_properties
 from rocm_validate.report import TestResult
 from rocm_validate.selection import suite_of, touches_suites
-from rocm_validate.session import PENDING_METRICS_KEY, STATE_KEY, SUITE_KEY, RunState, run_state
+from rocm_validate.session import PENDING_METRICS_KEY, STATE_KEY, SUITE_KEY, RunState, is_xdist_worker, run_state
 
 pytest_plugins = ("rocm_validate.fixtures", "rocm_validate.perf_plugin", "rocm_validate.convergence_plugin")
 
@@ -34,10 +34,6 @@ def pytest_configure(config: pytest.Config) -> None:
     state = RunState(config=config, settings=options.resolve_settings(config))
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(ResultCollector(state), _COLLECTOR_NAME)
-
-
-def _is_xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -175,7 +171,7 @@ class ResultCollector:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         settings = self.state.settings
-        if _is_xdist_worker(session.config) or settings.report_path is None:
+        if is_xdist_worker(session.config) or settings.report_path is None:
             return
         from rocm_validate import jsonfile
         from rocm_validate.report import REPORT_SCHEMA, build_report

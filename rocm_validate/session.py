@@ -60,6 +60,11 @@ PENDING_METRICS_KEY = pytest.StashKey["list[Metric]"]()
 SUITE_KEY = pytest.StashKey["str | None"]()
 
 
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker process (the controller writes reports and baselines' summaries)."""
+    return hasattr(config, "workerinput")
+
+
 def run_state(config: pytest.Config) -> RunState:
     """The run's state; a clear error if the plugin was not configured (e.g. -p no:rocm_validate)."""
     try:

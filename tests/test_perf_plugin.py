@@ -11,7 +11,6 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-import torch  # noqa: F401 - imported here, so pytester's in-process runs keep it: torch cannot be imported twice
 
 
 REPO = Path(__file__).resolve().parents[1]

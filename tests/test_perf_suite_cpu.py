@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch  # noqa: F401 - imported here, so pytester's in-process runs keep it: torch cannot be imported twice
 
 
 REPO = Path(__file__).resolve().parents[1]
