@@ -320,13 +320,16 @@ class _Fp8LinearFunction(torch.autograd.Function):
     """y = x W^T + b with x, W cast to the forward format; grad_output to the gradient format."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: Fp8Linear) -> Any:
+    def forward(
+        ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: Fp8Linear,
+        out_dtype: torch.dtype,
+    ) -> Any:
         forward_fmt, _ = layer.fp8_formats
         use_scaled_mm = layer.uses_scaled_mm(x.device)
         x2 = x.reshape(-1, x.shape[-1])
         x_fp8, x_inv = layer.scaling.cast(x2, 0, forward_fmt)
         w_fp8, w_inv = layer.scaling.cast(weight, 1, forward_fmt)
-        out = fp8_mm(x_fp8, w_fp8.t(), x_inv, w_inv, x.dtype, use_scaled_mm)
+        out = fp8_mm(x_fp8, w_fp8.t(), x_inv, w_inv, out_dtype, use_scaled_mm)
         if bias is not None:
             out = out + bias.to(out.dtype)
         ctx.save_for_backward(x_fp8, x_inv, w_fp8, w_inv)
@@ -343,7 +346,7 @@ class _Fp8LinearFunction(torch.autograd.Function):
         grad_x = fp8_mm(g_fp8, w_fp8, g_inv, w_inv, ctx.x_dtype, ctx.use_scaled_mm)
         grad_w = fp8_mm(g_fp8.t(), x_fp8, g_inv, x_inv, ctx.w_dtype, ctx.use_scaled_mm)
         grad_b = g2.sum(0).to(ctx.w_dtype) if ctx.has_bias else None
-        return grad_x.reshape(ctx.x_shape), grad_w, grad_b, None
+        return grad_x.reshape(ctx.x_shape), grad_w, grad_b, None, None
 
 
 class Fp8Linear(torch.nn.Module):
@@ -394,7 +397,13 @@ class Fp8Linear(torch.nn.Module):
         return self.matmul == "scaled_mm"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _Fp8LinearFunction.apply(x, self.weight, self.bias, self)
+        """Under autocast the output takes the autocast dtype, as nn.Linear's does; the FP8
+        casts and the product itself run outside autocast (it would turn the emulation's
+        float32 product into a bf16 one)."""
+        device_type = x.device.type
+        out_dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else x.dtype
+        with torch.autocast(device_type, enabled=False):
+            return _Fp8LinearFunction.apply(x, self.weight, self.bias, self, out_dtype)
 
     def extra_repr(self) -> str:
         forward_fmt, gradient_fmt = self.fp8_formats
@@ -415,22 +424,59 @@ def check_formats(formats: tuple[str, ...]) -> tuple[Fp8Format, Fp8Format]:
     return forward_fmt, gradient_fmt
 
 
+class Fp8LinearSwap:
+    """Every torch.nn.Linear inside a model paired with an Fp8Linear sharing its parameters.
+
+    `fp8()` puts the FP8 layers in place of the originals and `original()` puts the originals
+    back; the parameters (and so an optimizer built over them) are the same either way, and each
+    FP8 layer keeps its delayed-scaling history across swaps. `keep` names modules (qualified
+    names, e.g. "lm_head") left in high precision, as FP8 training recipes leave the output layer.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        formats: tuple[str, ...],
+        recipe: DelayedScaling = DelayedScaling(),
+        matmul: str = "auto",
+        keep: tuple[str, ...] = (),
+    ) -> None:
+        check_formats(formats)
+        if type(model) is torch.nn.Linear:
+            raise ValueError("FP8 conversion replaces the layers inside a model; wrap a lone nn.Linear first")
+        self._slots: list[tuple[torch.nn.Module, str, torch.nn.Module, Fp8Linear]] = []
+        for parent_name, parent in model.named_modules():
+            for name, child in parent.named_children():
+                qualified = f"{parent_name}.{name}" if parent_name else name
+                if isinstance(child, torch.nn.Linear) and qualified not in keep:
+                    self._slots.append((parent, name, child, Fp8Linear.from_linear(child, formats, recipe, matmul)))
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @property
+    def layers(self) -> list[Fp8Linear]:
+        return [layer for *_, layer in self._slots]
+
+    def fp8(self) -> None:
+        for parent, name, _, layer in self._slots:
+            setattr(parent, name, layer)
+
+    def original(self) -> None:
+        for parent, name, linear, _ in self._slots:
+            setattr(parent, name, linear)
+
+
 def convert_to_fp8_linear(
     model: torch.nn.Module,
-    formats: tuple[str, str],
+    formats: tuple[str, ...],
     recipe: DelayedScaling = DelayedScaling(),
     matmul: str = "auto",
+    keep: tuple[str, ...] = (),
 ) -> int:
-    """Replace every torch.nn.Linear inside `model`, in place, by an Fp8Linear sharing its
-    parameters; return how many were replaced. formats: (forward, gradient) format names,
-    normally `DeviceInfo.fp8_formats`."""
-    check_formats(formats)
-    if type(model) is torch.nn.Linear:
-        raise ValueError("convert_to_fp8_linear replaces the layers inside a model; wrap a lone nn.Linear first")
-    replaced = 0
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, torch.nn.Linear):
-                setattr(parent, name, Fp8Linear.from_linear(child, formats, recipe, matmul))
-                replaced += 1
-    return replaced
+    """Replace every torch.nn.Linear inside `model` (except the modules named in `keep`), in
+    place, by an Fp8Linear sharing its parameters; return how many were replaced.
+    formats: (forward, gradient) format names, normally `DeviceInfo.fp8_formats`."""
+    swap = Fp8LinearSwap(model, formats, recipe, matmul, keep)
+    swap.fp8()
+    return len(swap)

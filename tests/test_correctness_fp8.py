@@ -146,6 +146,40 @@ def test_converting_a_lone_linear_is_refused():
         fp8.convert_to_fp8_linear(torch.nn.Linear(4, 4), ("e4m3fn", "e5m2"))
 
 
+def test_convert_leaves_the_kept_modules_in_high_precision():
+    model = _model()
+    assert fp8.convert_to_fp8_linear(model, ("e4m3fn", "e5m2"), keep=("2.1",)) == 2
+    assert type(model[2][1]) is torch.nn.Linear and isinstance(model[2][0], fp8.Fp8Linear)
+
+
+def test_a_swap_puts_the_original_layers_back_with_the_same_parameters():
+    model = _model()
+    originals = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    swap = fp8.Fp8LinearSwap(model, ("e4m3fn", "e5m2"))
+    swap.fp8()
+    assert sum(isinstance(m, fp8.Fp8Linear) for m in model.modules()) == 3
+    swap.original()
+    restored = [m for m in model.modules() if isinstance(m, (torch.nn.Linear, fp8.Fp8Linear))]
+    assert restored == originals
+
+
+def test_under_autocast_the_output_takes_the_autocast_dtype_and_the_product_stays_float32():
+    torch.manual_seed(2)
+    linear = torch.nn.Linear(64, 32, bias=False)  # a bias is added after the cast to the output dtype
+    layer = fp8.Fp8Linear.from_linear(linear, ("e4m3fn", "e5m2"), matmul="emulated")
+    x = torch.randn(16, 64)
+    results = []
+    for enabled in (False, True):
+        layer.scaling.amax_history.zero_()
+        layer.scaling.scale.fill_(3.0)  # not a power of two, so a bf16 product rounds differently
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            results.append(layer(x))
+    plain, cast = results
+    assert plain.dtype == torch.float32 and cast.dtype == torch.bfloat16
+    # a bf16 product would differ from the float32 one by far more than the final bf16 rounding
+    assert torch.equal(cast, plain.to(torch.bfloat16))
+
+
 @pytest.mark.parametrize("formats", [("e4m3fn", "e5m2"), ("e4m3fnuz", "e5m2fnuz")])
 def test_scaled_mm_and_emulation_paths_agree_on_the_cpu(formats):
     torch.manual_seed(1)

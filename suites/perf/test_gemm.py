@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from rocm_validate.fp8_check import scaled_mm_skip_reason
 from rocm_validate.perf_cases import GEMM_CASES, GEMM_DTYPES, GemmCase, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
 from rocm_validate.timing import sustained_changes
 
@@ -37,8 +38,9 @@ def _check_tile(product: Any, a: Any, b: Any, tolerance: float) -> None:
 @pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: c.label)
 @pytest.mark.parametrize("dtype", GEMM_DTYPES)
 def test_gemm_throughput(perf, rocm_device, torch_device, fp32_without_tf32, dtype: str, case: GemmCase) -> None:
-    if dtype == "fp8" and not (rocm_device.scaled_mm and rocm_device.fp8_formats):
-        pytest.skip(f"needs FP8 and torch._scaled_mm, found none on {rocm_device.arch}")
+    reason = scaled_mm_skip_reason(rocm_device) if dtype == "fp8" else None
+    if reason:
+        pytest.skip(f"FP8 GEMM {reason}")
     m, n, k = case.shape(perf.scale)
     fp8_format = rocm_device.fp8_formats[0] if dtype == "fp8" else None  # e4m3: fn or fnuz
     rotation = perf.rotation(

@@ -1,22 +1,28 @@
 """Llama-3.1-8B-shaped decoder training step: two decoder layers at full width (hidden 4096,
 GQA 32/8 heads, MLP 14336, vocabulary 128256), sequence 4096, bf16 autocast, fused AdamW.
 
-The FP8 variant waits for an FP8 linear layer: PyTorch alone has none (torchao and
-Transformer Engine are not dependencies), see docs/perf.md.
+Its FP8 variant swaps every linear layer of the decoder (not the output layer, as FP8 training
+recipes keep it in high precision) for `rocm_validate.fp8.Fp8Linear`: delayed scaling, forward
+in the device's E4M3 and gradients in its E5M2 through torch._scaled_mm. The FP8 and bf16 steps
+run interleaved on the same parameters, so clock drift cancels in the FP8 speedup.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import pytest
 
+from rocm_validate.fp8_check import scaled_mm_skip_reason
 from rocm_validate.perf_steps import STEP_PLANS, TrainingSetup, peak_memory_gib, training_setup
 
 LAYERS = 2
 BATCH = {"full": 1, "tiny": 1}
 SEQ_LEN = {"full": 4096, "tiny": 32}
 MEMORY_GIB = 48
+KEPT_IN_HIGH_PRECISION = ("lm_head",)
+INTERLEAVED_PLANS = {"full": dict(STEP_PLANS["full"], window_s=3.0), "tiny": STEP_PLANS["tiny"]}
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +33,51 @@ def llama(model_builder, perf_context) -> TrainingSetup:
     return training_setup(build, BATCH[scale])
 
 
+def _prefix(llama: TrainingSetup) -> str:
+    return f"train.{llama.label}-{LAYERS}l"
+
+
 def test_llama_decoder_training_step(perf, llama: TrainingSetup) -> None:
     measured = perf.measure(llama.step, **STEP_PLANS[perf.scale])
-    prefix = f"train.{llama.label}-{LAYERS}l.eager"
+    prefix = f"{_prefix(llama)}.eager"
     perf.throughput(f"{prefix}.tokens_per_s", measured, llama.batch_size * llama.build.seq_len, "tokens/s")
     perf.throughput(f"{prefix}.model_tflops", measured, llama.flops_per_step, "TFLOP/s", peak="bf16")
     if perf.device.is_gpu:
         perf.record(f"{prefix}.peak_memory", peak_memory_gib(llama.step), "GiB", "lower")
     loss = llama.step().item()
     assert math.isfinite(loss), f"Llama decoder loss is {loss} after the timed steps"
+
+
+def _swapped(step: Callable[[], Any], swap: Any) -> Callable[[], Any]:
+    """step() with the FP8 layers in place for its duration."""
+
+    def fp8_step() -> Any:
+        swap.fp8()
+        try:
+            return step()
+        finally:
+            swap.original()
+
+    return fp8_step
+
+
+def test_llama_decoder_fp8_training_step(perf, rocm_device, llama: TrainingSetup) -> None:
+    reason = scaled_mm_skip_reason(rocm_device)
+    if reason:
+        pytest.skip(f"FP8 training step {reason}")
+    from rocm_validate.fp8 import Fp8LinearSwap
+
+    swap = Fp8LinearSwap(llama.build.model, rocm_device.fp8_formats, keep=KEPT_IN_HIGH_PRECISION)
+    assert len(swap) == 7 * LAYERS, f"expected 7 linear layers per decoder layer to swap, found {len(swap)}"
+    device = next(llama.build.model.parameters()).device
+    assert swap.layers[0].uses_scaled_mm(device), f"FP8 layers would emulate the FP8 GEMM on {device}, not time it"
+    fp8_step = _swapped(llama.step, swap)
+    measured = perf.measure_interleaved({"bf16": llama.step, "fp8": fp8_step}, **INTERLEAVED_PLANS[perf.scale])
+    prefix = f"{_prefix(llama)}.fp8"
+    perf.throughput(f"{prefix}.tokens_per_s", measured["fp8"], llama.batch_size * llama.build.seq_len, "tokens/s")
+    perf.throughput(f"{prefix}.model_tflops", measured["fp8"], llama.flops_per_step, "TFLOP/s", peak="fp8")
+    perf.speedup(f"{_prefix(llama)}.fp8_speedup", measured["fp8"], measured["bf16"])
+    if perf.device.is_gpu:
+        perf.record(f"{prefix}.peak_memory", peak_memory_gib(fp8_step), "GiB", "lower")
+    loss = fp8_step().item()
+    assert math.isfinite(loss), f"FP8 Llama decoder loss is {loss} after the timed steps"
