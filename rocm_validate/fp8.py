@@ -267,10 +267,9 @@ class DelayedScaling:
 
 def scale_from_amax(amax: torch.Tensor, fp8_max: float, margin: int) -> torch.Tensor:
     """fp8_max / amax / 2^margin in float32; 1 where amax is 0, Inf or NaN (or the scale overflows)."""
-    amax = amax.float()
-    scale = (fp8_max / amax) / (2.0**margin)
-    usable = torch.isfinite(amax) & (amax > 0) & torch.isfinite(scale)
-    return torch.where(usable, scale, torch.ones_like(scale))
+    scale = (fp8_max / 2.0**margin) / amax.float()  # dividing by 2^margin first is exact
+    # amax 0 or too small gives +inf, amax +inf gives 0, NaN stays NaN: all of them give 1
+    return torch.where((scale > 0) & torch.isfinite(scale), scale, 1.0)
 
 
 def roll_history(history: torch.Tensor) -> torch.Tensor:
@@ -307,13 +306,14 @@ class ScalingState(torch.nn.Module):
 
         Returns the FP8 tensor and the inverse scale that dequantizes it.
         """
-        scale = self.scale[role].clone()
+        scale = self.scale[role]
+        inverse = scale.reciprocal()  # taken before the scale is updated (kernels run in stream order)
         x_fp8 = quantize(x, scale, fmt)
-        self.amax_history[0, role] = x.detach().abs().amax().float()
+        self.amax_history[0, role] = torch.linalg.vector_norm(x.detach(), float("inf")).float()  # max |x|, NaN kept
         amax = reduce_history(self.amax_history[:, role], self.recipe.amax_compute)
         self.scale[role] = scale_from_amax(amax, fmt.max, self.recipe.margin)
         self.amax_history[:, role] = roll_history(self.amax_history[:, role])
-        return x_fp8, scale.reciprocal()
+        return x_fp8, inverse
 
 
 class _Fp8LinearFunction(torch.autograd.Function):

@@ -165,3 +165,9 @@ def test_a_bad_ini_rule_names_its_line_and_the_accepted_form(line: str, complain
     with pytest.raises(ValueError, match="line 1") as error:
         gate.parse_rules([line])
     assert complaint in str(error.value)
+
+
+def test_pinned_host_transfers_tolerate_the_spread_of_a_shared_host_link() -> None:
+    """A/A on one lent H100 VM: h2d read 53.8 GB/s when recorded and 49.7 in a rerun."""
+    for name in ("copy.h2d.pinned.512mib", "copy.d2h.pinned.512mib"):
+        assert 1 - gate.threshold_for(name, "cuda").floor < 49.7 / 53.8

@@ -1,5 +1,7 @@
 """Llama-3.1-8B-shaped decoder training step: two decoder layers at full width (hidden 4096,
-GQA 32/8 heads, MLP 14336, vocabulary 128256), sequence 4096, bf16 autocast, fused AdamW.
+GQA 32/8 heads, MLP 14336, vocabulary 128256), batch 2 x sequence 4096, bf16 autocast, fused
+AdamW. Batch 2 keeps the FP8 step GPU-bound on an H100: at batch 1 its host time (delayed scaling
+launches ~20 small kernels per cast) matched its GPU time and the rate jittered by 7%.
 
 Its FP8 variant swaps every linear layer of the decoder (not the output layer, as FP8 training
 recipes keep it in high precision) for `rocm_validate.fp8.Fp8Linear`: delayed scaling, forward
@@ -18,11 +20,13 @@ from rocm_validate.fp8_check import scaled_mm_skip_reason
 from rocm_validate.perf_steps import STEP_PLANS, TrainingSetup, peak_memory_gib, training_setup
 
 LAYERS = 2
-BATCH = {"full": 1, "tiny": 1}
+BATCH = {"full": 2, "tiny": 1}
 SEQ_LEN = {"full": 4096, "tiny": 32}
 MEMORY_GIB = 48
 KEPT_IN_HIGH_PRECISION = ("lm_head",)
-INTERLEAVED_PLANS = {"full": dict(STEP_PLANS["full"], window_s=3.0), "tiny": STEP_PLANS["tiny"]}
+# Six seconds: ~20 rounds of each step. The FP8 step launches many small kernels, so host
+# hiccups show through in single rounds (3-11% round-to-round on the H100) and need averaging.
+INTERLEAVED_PLANS = {"full": dict(STEP_PLANS["full"], window_s=6.0), "tiny": STEP_PLANS["tiny"]}
 
 
 @pytest.fixture(scope="module")
