@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocm_validate import jsonfile
+from rocm_validate.results import jsonfile
 
 DETECTION_SCALE = 1.10
 SUMMARY_SCHEMA: dict[str, Any] = {"title": "perf acceptance", "type": "object", "required": ["steps"]}

@@ -1,7 +1,7 @@
 """Fidelity of the perf suite's figures: the suite's GEMM and device-copy throughput against a
 raw event-timed loop on the same shapes, in one process, printed as ratios.
 
-The suite's figure comes from the same code the suite runs (rocm_validate.timing with the GPU
+The suite's figure comes from the same code the suite runs (rocm_validate.perf.timing with the GPU
 plan, operand rotation sized from the device's caches). Two raw loops bracket it: `raw` times N
 back-to-back calls on one operand set between two events (the naive figure; its operands may sit
 in L2 / Infinity Cache), `raw-rotating` does the same over the suite's rotating sets (so the ratio
@@ -26,10 +26,10 @@ from typing import Any, Callable
 
 import torch
 
-from rocm_validate import jsonfile
-from rocm_validate.devices import discover_devices, select_device
-from rocm_validate.perf_cases import GEMM_CASES, GEMM_DTYPES, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
-from rocm_validate.timing import (
+from rocm_validate.results import jsonfile
+from rocm_validate.platform.devices import discover_devices, select_device
+from rocm_validate.perf.kernels import GEMM_CASES, GEMM_DTYPES, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
+from rocm_validate.perf.timing import (
     GPU_PLAN,
     DeviceEventClock,
     Rotation,

@@ -11,13 +11,13 @@ from typing import Any, Generator
 
 import pytest
 
-from rocm_validate import hookspec, markers, options
-from rocm_validate.metrics import metrics_from_properties, replace_properties
-from rocm_validate.report import TestResult
-from rocm_validate.selection import suite_of, touches_suites
-from rocm_validate.session import PENDING_METRICS_KEY, STATE_KEY, SUITE_KEY, RunState, is_xdist_worker, run_state
+from rocm_validate.core import hookspec, requirements as markers, options
+from rocm_validate.results.metrics import metrics_from_properties, replace_properties
+from rocm_validate.results.report import TestResult
+from rocm_validate.core.selection import suite_of, touches_suites
+from rocm_validate.core.session import PENDING_METRICS_KEY, STATE_KEY, SUITE_KEY, RunState, is_xdist_worker, run_state
 
-pytest_plugins = ("rocm_validate.fixtures", "rocm_validate.perf_plugin", "rocm_validate.convergence_plugin")
+pytest_plugins = ("rocm_validate.core.fixtures", "rocm_validate.perf.plugin", "rocm_validate.convergence.plugin")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -37,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from rocm_validate.report import header_lines
+    from rocm_validate.results.report import header_lines
 
     state = run_state(config)
     device = None
@@ -160,7 +160,7 @@ class ResultCollector:
             result.metrics = metrics_from_properties(report.user_properties)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from rocm_validate.report import metrics_table
+        from rocm_validate.results.report import metrics_table
 
         metrics = self.state.metrics()
         if not metrics:
@@ -173,8 +173,8 @@ class ResultCollector:
         settings = self.state.settings
         if is_xdist_worker(session.config) or settings.report_path is None:
             return
-        from rocm_validate import jsonfile
-        from rocm_validate.report import REPORT_SCHEMA, build_report
+        from rocm_validate.results import jsonfile
+        from rocm_validate.results.report import REPORT_SCHEMA, build_report
 
         touched = any(r.suite for r in self.state.results.values()) or self.state.discovered
         device = self.state.device() if touched else None

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rocm_validate import amd_tools
-from rocm_validate.devices import DeviceInfo, StackFacts, TorchGpuFacts, build_gpu_info
+from rocm_validate.platform import amd_tools
+from rocm_validate.platform.devices import DeviceInfo, StackFacts, TorchGpuFacts, build_gpu_info
 
 FIXTURES = Path(__file__).parent / "fixtures" / "amd"
 ROCM_ENV = {"HIP_VISIBLE_DEVICES": "0"}
@@ -119,7 +119,7 @@ def discovery_conftest(*devices: DeviceInfo) -> str:
     data = json.dumps([d.to_dict() for d in (*devices, cpu())])
     return (
         "import json\n"
-        "from rocm_validate.devices import DeviceInfo\n\n"
+        "from rocm_validate.platform.devices import DeviceInfo\n\n"
         "def pytest_rocm_discover_devices(config):\n"
         f"    return [DeviceInfo.from_dict(d) for d in json.loads({data!r})]\n"
     )

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from mlperf_logging.mllog import constants
 
-from rocm_validate.mlperf import mllog_writer
+from rocm_validate.convergence.mlperf import mllog_writer
 
 START_MS = 1_700_000_000_000
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_validate import amd_tools
+from rocm_validate.platform import amd_tools
 
 FIXTURES = Path(__file__).parent / "fixtures" / "amd"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocm_validate import arch
+from rocm_validate.platform import arch
 
 
 @pytest.mark.parametrize(

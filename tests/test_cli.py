@@ -4,8 +4,10 @@ import json
 import subprocess
 import sys
 
-from rocm_validate import cli, jsonfile
-from rocm_validate.report import DEVICES_SCHEMA
+from rocm_validate.cli import main as cli
+
+from rocm_validate.results import jsonfile
+from rocm_validate.results.report import DEVICES_SCHEMA
 
 
 def test_devices_json_lists_this_machines_cpu_in_schema(capsys):
@@ -23,7 +25,7 @@ def test_devices_text_names_each_device_and_its_stack(capsys):
 
 
 def test_the_console_script_is_installed_and_runs():
-    done = subprocess.run([sys.executable, "-m", "rocm_validate.cli", "--version"], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "rocm_validate.cli.main", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("rocm-validate ")
 
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from rocm_validate import jsonfile
-from rocm_validate.convergence import candidate_skip_reason, judge
-from rocm_validate.devices import DeviceInfo
-from rocm_validate.minibert import CANDIDATES, PRESETS, preset_for
-from rocm_validate.mlperf import RcpVerdict, RunFacts, RunSetScore
-from rocm_validate.rcps import RcpUnavailable, build_rcp, load_rcp, rcp_path, write_rcp
+from rocm_validate.results import jsonfile
+from rocm_validate.convergence.check import candidate_skip_reason, judge
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.convergence.minibert import CANDIDATES, PRESETS, preset_for
+from rocm_validate.convergence.mlperf import RcpVerdict, RunFacts, RunSetScore
+from rocm_validate.convergence.rcps import RcpUnavailable, build_rcp, load_rcp, rcp_path, write_rcp
 
 RECORD = {"batch_size": 128, "mean": 10_000.0, "stdev": 800.0, "min_acceptable_mean": 9_400.0, "max_speedup": 10_000 / 9_400}
 SPEC = PRESETS["cpu"]
@@ -105,7 +105,7 @@ def test_fp8_candidate_is_skipped_on_a_device_without_fp8_saying_need_and_found(
 
 def test_fp8_candidate_is_skipped_when_the_fp8_module_is_missing():
     device = fake_device(arch="gfx942", fp8_formats=("e4m3fnuz", "e5m2fnuz"))
-    assert "needs rocm_validate.fp8.convert_to_fp8_linear" in candidate_skip_reason(FP8, device, fp8_module=False)
+    assert "needs rocm_validate.workloads.fp8.convert_to_fp8_linear" in candidate_skip_reason(FP8, device, fp8_module=False)
 
 
 def test_fp8_candidate_runs_where_the_device_and_module_support_it():

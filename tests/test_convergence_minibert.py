@@ -13,10 +13,10 @@ import dataclasses
 import pytest
 import torch
 
-from rocm_validate import minibert, mlperf
-from rocm_validate.convergence import MiniBertCheck
-from rocm_validate.devices import DeviceInfo
-from rocm_validate.minibert import PRESETS, REFERENCE, Candidate, Trainer
+from rocm_validate.convergence import minibert, mlperf
+from rocm_validate.convergence.check import MiniBertCheck
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.convergence.minibert import PRESETS, REFERENCE, Candidate, Trainer
 
 SPEC = PRESETS["cpu"]
 SEEDS = 3

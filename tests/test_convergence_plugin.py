@@ -12,10 +12,10 @@ from mllog_runs import spread, write_run, write_set
 from mlperf_logging.rcp_checker import rcp_checker  # noqa: F401
 from transformers.models.bert import modeling_bert  # noqa: F401
 
-import rocm_validate.convergence  # noqa: F401
-import rocm_validate.rcps  # noqa: F401 - pytester's in-process runs drop the modules they import: a
-# second import of torch crashes, and a second rocm_validate.jsonfile has another JsonFileError class
-from rocm_validate.convergence_plugin import ProgressLine
+import rocm_validate.convergence.check  # noqa: F401
+import rocm_validate.convergence.rcps  # noqa: F401 - pytester's in-process runs drop the modules they import: a
+# second import of torch crashes, and a second rocm_validate.results.jsonfile has another JsonFileError class
+from rocm_validate.convergence.plugin import ProgressLine
 
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "convergence"
@@ -99,7 +99,7 @@ def test_missing_rcps_fail_under_strict(suite):
 
 
 def cpu_rcp_file(baselines):
-    from rocm_validate.devices import discover_cpu
+    from rocm_validate.platform.devices import discover_cpu
 
     return baselines / "rcps" / f"{discover_cpu(None, {}).device_key}.json"
 

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from rocm_validate.compare import assert_passed, compare, sqnr_db
-from rocm_validate.tolerances import EXACT, Tolerance
+from rocm_validate.correctness.compare import assert_passed, compare, sqnr_db
+from rocm_validate.correctness.tolerances import EXACT, Tolerance
 
 TOL = Tolerance(k=4, atol=1e-5, source="test")
 

@@ -8,10 +8,12 @@ import math
 import pytest
 import torch
 
-from rocm_validate import arch, fp8
-from rocm_validate.compare import sqnr_db
-from rocm_validate.devices import DeviceInfo
-from rocm_validate.fp8_check import scaled_mm_skip_reason
+from rocm_validate.platform import arch
+
+from rocm_validate.workloads import fp8
+from rocm_validate.correctness.compare import sqnr_db
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
 
 FORMATS = list(fp8.FORMATS.values())
 

@@ -55,7 +55,7 @@ WRONG_FUSED_ADAMW = wrong_plugin("torch", "_fused_adamw_", """
 """)
 
 # The FP8 GEMM of the reference recipe drops the dequantization scale of its second operand.
-WRONG_FP8_LINEAR = wrong_plugin("rocm_validate.fp8", "fp8_mm", """
+WRONG_FP8_LINEAR = wrong_plugin("rocm_validate.workloads.fp8", "fp8_mm", """
     def wrong(a, b, a_scale_inv, b_scale_inv, *args, **kwargs):
         return original(a, b, a_scale_inv, torch.ones_like(b_scale_inv), *args, **kwargs)
 """)

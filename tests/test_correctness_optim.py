@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rocm_validate.optim_check import (
+from rocm_validate.correctness.optimizers import (
     PARAM_SHAPES,
     check_adamw,
     check_lamb,
@@ -15,7 +15,7 @@ from rocm_validate.optim_check import (
     initial_params,
     run_torch_optimizer,
 )
-from rocm_validate.optim_reference import AdamWConfig, LambConfig, ReferenceAdamW, ReferenceLamb
+from rocm_validate.correctness.optim_reference import AdamWConfig, LambConfig, ReferenceAdamW, ReferenceLamb
 
 
 def _assert_same_run(make_torch, reference, start, grads, tolerance: float) -> None:

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import fake_devices
-from rocm_validate import devices
-from rocm_validate.devices import DeviceInfo
+from rocm_validate.platform import devices
+from rocm_validate.platform.devices import DeviceInfo
 
 
 def test_mi300x_is_gfx942_with_fnuz_fp8_and_hipblaslt():

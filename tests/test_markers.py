@@ -3,7 +3,7 @@
 import pytest
 
 import fake_devices
-from rocm_validate import markers
+from rocm_validate.core import requirements as markers
 
 
 def reason(name, *args, device=None, devices=None):

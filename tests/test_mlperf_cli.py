@@ -7,7 +7,7 @@ import json
 import pytest
 from mllog_runs import spread, write_set
 
-from rocm_validate import cli
+from rocm_validate.cli import main as cli
 
 
 def score(capsys, *args):

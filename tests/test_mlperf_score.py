@@ -14,7 +14,7 @@ from mllog_runs import spread, write_run, write_set
 from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.result_summarizer import result_summarizer
 
-from rocm_validate import mlperf
+from rocm_validate.convergence import mlperf
 
 
 def official(folder):

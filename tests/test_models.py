@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rocm_validate import models
+from rocm_validate.workloads import models
 
 
 def test_bert_large_full_is_mlperf_bert_l():

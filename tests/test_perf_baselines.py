@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_validate.baselines import BaselineEntry, BaselineError, BaselineStore, decide_update
-from rocm_validate.gate import Threshold
+from rocm_validate.perf.baselines import BaselineEntry, BaselineError, BaselineStore, decide_update
+from rocm_validate.perf.gate import Threshold
 
 KEY = "amd-instinct-mi300x-gfx942"
 THRESHOLD = Threshold(floor=0.03, k=3.0, cap=0.08)

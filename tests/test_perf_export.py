@@ -6,11 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rocm_validate import jsonfile
-from rocm_validate.benchmark_export import BENCHMARK_SCHEMA, benchmark_document, benchmark_entry
-from rocm_validate.metrics import Metric
-from rocm_validate.stats import SampleSummary
-from rocm_validate.timing import Timing
+from rocm_validate.results import jsonfile
+from rocm_validate.perf.benchmark_json import BENCHMARK_SCHEMA, benchmark_document, benchmark_entry
+from rocm_validate.results.metrics import Metric
+from rocm_validate.perf.stats import SampleSummary
+from rocm_validate.perf.timing import Timing
 
 
 def timed_metric() -> Metric:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate import gate
-from rocm_validate.gate import Reference, Threshold
-from rocm_validate.metrics import Metric
+from rocm_validate.perf import gate
+from rocm_validate.perf.gate import Reference, Threshold
+from rocm_validate.results.metrics import Metric
 
 KEY = "nvidia-h100-80gb-hbm3-sm90"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate import peaks
-from rocm_validate.devices import DeviceInfo
+from rocm_validate.platform import peaks
+from rocm_validate.platform.devices import DeviceInfo
 
 
 def device(name: str, arch: str, backend: str = "rocm", partition: str | None = None) -> DeviceInfo:

@@ -22,10 +22,10 @@ import os
 
 import pytest
 
-from rocm_validate.devices import DeviceInfo
-from rocm_validate.perf_recorder import Measurement
-from rocm_validate.stats import SampleSummary
-from rocm_validate.timing import Timing
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.perf.recorder import Measurement
+from rocm_validate.perf.stats import SampleSummary
+from rocm_validate.perf.timing import Timing
 
 MIB = 1024 * 1024
 
@@ -332,8 +332,8 @@ def test_second(perf, timed):
 
 
 def test_several_xdist_workers_on_one_gpu_are_warned_about() -> None:
-    from rocm_validate.devices import DeviceInfo
-    from rocm_validate.perf_plugin import shared_device_warning
+    from rocm_validate.platform.devices import DeviceInfo
+    from rocm_validate.perf.plugin import shared_device_warning
 
     gpu = DeviceInfo(backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942", device_key=KEY)
     cpu = DeviceInfo(backend="cpu", index=None, name="cpu", arch="cpu", device_key="cpu-x")
@@ -342,8 +342,8 @@ def test_several_xdist_workers_on_one_gpu_are_warned_about() -> None:
 
 
 def test_the_summary_shows_the_clock_temperature_and_power_range_of_the_run() -> None:
-    from rocm_validate.metrics import Metric
-    from rocm_validate.perf_plugin import telemetry_line
+    from rocm_validate.results.metrics import Metric
+    from rocm_validate.perf.plugin import telemetry_line
 
     def measured(clock: float, watts: float, slowdowns: list[str]) -> Metric:
         after = {"clock_mhz": clock, "temperature_c": 60.0, "power_w": watts, "slowdowns": slowdowns}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from rocm_validate import telemetry
-from rocm_validate.devices import DeviceInfo
+from rocm_validate.platform import telemetry
+from rocm_validate.platform.devices import DeviceInfo
 
 
 def test_nvml_readings_become_a_sample_with_decoded_slowdowns() -> None:

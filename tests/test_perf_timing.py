@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from rocm_validate import timing
-from rocm_validate.stats import SampleSummary, combined_noise, paired_ratios, relative_noise
-from rocm_validate.timing import Rotation, TimingPlan
+from rocm_validate.perf import timing
+from rocm_validate.perf.stats import SampleSummary, combined_noise, paired_ratios, relative_noise
+from rocm_validate.perf.timing import Rotation, TimingPlan
 
 MIB = 1024 * 1024
 
@@ -87,7 +87,7 @@ def test_a_sustained_average_takes_the_noise_of_its_window_mean() -> None:
 
 
 def test_only_sustained_timings_report_the_window_mean_dispersion() -> None:
-    from rocm_validate.timing import Timing
+    from rocm_validate.perf.timing import Timing
 
     summary = SampleSummary(tuple(0.0015 if (i // 12) % 2 else 0.0018 for i in range(64)), calls=4)
     plain = Timing(summary, "device-events", 0.5, True)

@@ -14,12 +14,12 @@ def _imported_modules(args, cwd):
 
 def test_pytest_help_does_not_import_torch(tmp_path):
     modules = _imported_modules(["--help"], tmp_path)
-    assert "rocm_validate.session" in modules, "the plugin was not loaded at all"
+    assert "rocm_validate.core.session" in modules, "the plugin was not loaded at all"
     assert "torch" not in modules
 
 
 def test_a_run_of_unrelated_tests_does_not_import_torch(tmp_path):
     (tmp_path / "test_plain.py").write_text("def test_ok():\n    pass\n")
     modules = _imported_modules(["-q", "-p", "no:cacheprovider"], tmp_path)
-    assert "rocm_validate.session" in modules
+    assert "rocm_validate.core.session" in modules
     assert "torch" not in modules

@@ -4,8 +4,8 @@ import json
 import xml.etree.ElementTree as ET
 
 import fake_devices
-from rocm_validate import jsonfile
-from rocm_validate.report import REPORT_SCHEMA
+from rocm_validate.results import jsonfile
+from rocm_validate.results.report import REPORT_SCHEMA
 
 TWO_METRICS = """
 def test_gemm(record_rocm_metric):

@@ -37,7 +37,7 @@ def test_a_bad_ini_value_names_the_ini_key(pytester):
 def test_the_environment_overrides_the_ini_and_the_command_line_overrides_both(pytester, monkeypatch):
     pytester.makeini("[pytest]\nrocm_suite = perf\n")
     pytester.makeconftest(
-        "from rocm_validate.session import run_state\n"
+        "from rocm_validate.core.session import run_state\n"
         "def pytest_report_header(config):\n"
         "    return 'suites=' + ','.join(sorted(run_state(config).settings.suites))\n"
     )

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.session import run_state
-from rocm_validate.sizes import attention_dtypes, gemm_dtypes
+from rocm_validate.core.session import run_state
+from rocm_validate.workloads.shapes import attention_dtypes, gemm_dtypes
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -3,9 +3,9 @@ layer, and a whole tiny BERT, forward and backward, measured against float64."""
 
 from __future__ import annotations
 
-from rocm_validate.compare import assert_passed
-from rocm_validate.layer_check import check_compiled_fused_layers, check_compiled_model
-from rocm_validate.sizes import training_dtype
+from rocm_validate.correctness.compare import assert_passed
+from rocm_validate.correctness.layers import check_compiled_fused_layers, check_compiled_model
+from rocm_validate.workloads.shapes import training_dtype
 
 
 def test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager(rocm_device, torch_device):

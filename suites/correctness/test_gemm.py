@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.blas import BLAS_CHOICES, BlasUnavailable, blas_skip_reason, preferred_blas
-from rocm_validate.compare import assert_passed
-from rocm_validate.gemm_check import check_exact_gemm, check_large_output, check_linear
-from rocm_validate.sizes import GEMM_SHAPES, gemm_problem
+from rocm_validate.correctness.blas import BLAS_CHOICES, BlasUnavailable, blas_skip_reason, preferred_blas
+from rocm_validate.correctness.compare import assert_passed
+from rocm_validate.correctness.gemm import check_exact_gemm, check_large_output, check_linear
+from rocm_validate.workloads.shapes import GEMM_SHAPES, gemm_problem
 
 
 @pytest.fixture(params=BLAS_CHOICES)

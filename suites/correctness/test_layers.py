@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.compare import assert_passed
-from rocm_validate.graph_check import check_graph_replay
-from rocm_validate.layer_check import check_bert_layer_autocast
+from rocm_validate.correctness.compare import assert_passed
+from rocm_validate.correctness.graphs import check_graph_replay
+from rocm_validate.correctness.layers import check_bert_layer_autocast
 
 
 def test_bert_large_layer_under_bf16_autocast_matches_float64(rocm_device, torch_device):

@@ -7,8 +7,8 @@ import importlib
 
 import pytest
 
-from rocm_validate.compare import assert_passed
-from rocm_validate.optim_check import ADAMW_VARIANTS, check_adamw, check_lamb
+from rocm_validate.correctness.compare import assert_passed
+from rocm_validate.correctness.optimizers import ADAMW_VARIANTS, check_adamw, check_lamb
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

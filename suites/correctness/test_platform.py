@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rocm_validate import arch
+from rocm_validate.platform import arch
 
 
 def test_discovered_device_matches_what_torch_reports(rocm_device, torch_device):

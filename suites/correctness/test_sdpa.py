@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.attention import (
+from rocm_validate.correctness.attention import (
     CANDIDATE_BACKENDS,
     NAMED_CASES,
     BackendRefused,
@@ -13,7 +13,7 @@ from rocm_validate.attention import (
     check_attention,
     named_case,
 )
-from rocm_validate.compare import assert_passed
+from rocm_validate.correctness.compare import assert_passed
 
 
 @pytest.mark.parametrize("backend", CANDIDATE_BACKENDS)

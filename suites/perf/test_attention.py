@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rocm_validate.perf_cases import ATTENTION_CASES, AttentionCase, attention_flops
+from rocm_validate.perf.kernels import ATTENTION_CASES, AttentionCase, attention_flops
 
 
 @pytest.mark.parametrize("case", ATTENTION_CASES, ids=lambda c: c.label)

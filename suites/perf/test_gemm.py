@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from rocm_validate.fp8_check import scaled_mm_skip_reason
-from rocm_validate.perf_cases import GEMM_CASES, GEMM_DTYPES, GemmCase, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
-from rocm_validate.timing import sustained_changes
+from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
+from rocm_validate.perf.kernels import GEMM_CASES, GEMM_DTYPES, GemmCase, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
+from rocm_validate.perf.timing import sustained_changes
 
 # Norm-wise relative error of one output tile against float64: a few times the rounding of each
 # output format (reduced-precision split-K reductions included), far below a wrong kernel's ~1;

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rocm_validate.timing import HostClock
+from rocm_validate.perf.timing import HostClock
 
 
 def _empty_kernel() -> None:

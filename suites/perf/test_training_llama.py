@@ -4,7 +4,7 @@ AdamW. Batch 2 keeps the FP8 step GPU-bound on an H100: at batch 1 its host time
 launches many small kernels per cast) matched its GPU time and rounds jittered by 3-11%.
 
 Its FP8 variant swaps every linear layer of the decoder (not the output layer, as FP8 training
-recipes keep it in high precision) for `rocm_validate.fp8.Fp8Linear`: delayed scaling, forward
+recipes keep it in high precision) for `rocm_validate.workloads.fp8.Fp8Linear`: delayed scaling, forward
 in the device's E4M3 and gradients in its E5M2 through torch._scaled_mm. The FP8 and bf16 steps
 run interleaved on the same parameters, so clock drift cancels in the FP8 speedup.
 """
@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import pytest
 
-from rocm_validate.fp8_check import scaled_mm_skip_reason
-from rocm_validate.perf_steps import STEP_PLANS, TrainingSetup, peak_memory_gib, training_setup
+from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
+from rocm_validate.workloads.training import STEP_PLANS, TrainingSetup, peak_memory_gib, training_setup
 
 LAYERS = 2
 BATCH = {"full": 2, "tiny": 1}
@@ -75,7 +75,7 @@ def test_llama_decoder_fp8_training_step(perf, rocm_device, llama: TrainingSetup
     reason = scaled_mm_skip_reason(rocm_device)
     if reason:
         pytest.skip(f"FP8 training step {reason}")
-    from rocm_validate.fp8 import Fp8LinearSwap
+    from rocm_validate.workloads.fp8 import Fp8LinearSwap
 
     swap = Fp8LinearSwap(llama.build.model, rocm_device.fp8_formats, keep=KEPT_IN_HIGH_PRECISION)
     assert len(swap) == 7 * LAYERS, f"expected 7 linear layers per decoder layer to swap, found {len(swap)}"

@@ -1,0 +1,237 @@
+"""The convergence gate: train a candidate's seeds, hand its run set to MLPerf's RCP checker
+with the device's mini-BERT RCPs, and turn what the checker says into a verdict.
+
+MLPerf's RCP test is one-sided: it fails a run set that converges *faster* than the reference
+allows (mean samples below the checker's "Min Epochs", from a one-sided t-test at alpha 0.05)
+and lets slower sets pass, because slowness already costs them time-to-train. A validation gate
+must also catch a stack that converges *worse*, so the gate adds the mirror image of the
+checker's own bound: a set fails as too slow when its olympic mean exceeds the RCP mean times
+the checker's "Max Speedup". Both bounds are the checker's numbers; none is computed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rocm_validate.convergence.mlperf import RunSetScore
+
+if TYPE_CHECKING:
+    from rocm_validate.platform.devices import DeviceInfo
+    from rocm_validate.convergence.minibert import Candidate, MiniBertSpec, Progress, Trainer
+    from rocm_validate.convergence.rcps import StoredRcp
+
+VERDICTS = ("pass", "too-fast", "too-slow", "not-converged", "no-verdict")
+OLYMPIC_DROPS = 1  # runs olympic scoring may lose (BERT): a second unconverged run fails the set
+
+
+@dataclass(frozen=True)
+class ConvergenceVerdict:
+    """How one candidate's run set compares with the reference convergence points."""
+
+    candidate: str
+    verdict: str  # one of VERDICTS
+    message: str
+    samples: tuple[int | None, ...]  # per seed; None for a run that did not converge
+    olympic_mean_samples: float | None
+    rcp_mean_samples: float | None
+    fastest_allowed: float | None  # the checker's Min Epochs
+    slowest_allowed: float | None  # the mirror bound: RCP mean x Max Speedup
+    rcp_pass: bool  # the official verdict
+    rcp_message: str
+    normalization_factor: float | None
+    results_dir: str
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def ratio(self) -> float | None:
+        """Olympic-mean samples over the RCP mean: above 1 converges slower than the reference."""
+        if self.olympic_mean_samples is None or not self.rcp_mean_samples:
+            return None
+        return self.olympic_mean_samples / self.rcp_mean_samples
+
+    def extra(self) -> dict[str, Any]:
+        """Details for the metric record and the report."""
+        return {
+            "samples_per_seed": list(self.samples),
+            "fastest_allowed": self.fastest_allowed,
+            "slowest_allowed": self.slowest_allowed,
+            "rcp_pass": self.rcp_pass,
+            "rcp_message": self.rcp_message,
+            "normalization_factor": self.normalization_factor,
+            "results_dir": self.results_dir,
+        }
+
+
+def judge(candidate: str, score: RunSetScore, rescore_command: str) -> ConvergenceVerdict:
+    """The gate's verdict on a scored run set (pure: everything comes from the score)."""
+    record = score.rcp.record or {}
+    mean = record.get("mean")
+    fastest = record.get("min_acceptable_mean")
+    slowest = mean * record["max_speedup"] if mean is not None and "max_speedup" in record else None
+    observed = score.olympic_mean_to_converge
+    samples = tuple(int(r.to_converge) if r.converged and r.to_converge is not None else None for r in score.runs)
+    unconverged = samples.count(None)
+    spread = _describe_samples(samples)
+    if unconverged > OLYMPIC_DROPS or score.rcp.message == "Insufficient convergence" or observed is None:
+        verdict = "not-converged"
+        detail = f"{unconverged} of {len(samples)} runs did not reach the target (olympic scoring drops at most {OLYMPIC_DROPS})"
+    elif not score.rcp.passed and fastest is not None and observed < fastest:
+        verdict = "too-fast"
+        detail = (
+            f"olympic mean {observed:,.0f} samples is below the fastest mean the RCPs allow, {fastest:,.0f} "
+            f"(RCP mean {mean:,.0f}): suspiciously fast convergence, e.g. labels leaking into the inputs"
+        )
+    elif not score.rcp.passed:
+        verdict = "no-verdict"
+        detail = f"MLPerf's RCP checker failed the set: {score.rcp.message}"
+    elif slowest is not None and observed > slowest:
+        verdict = "too-slow"
+        detail = (
+            f"olympic mean {observed:,.0f} samples is above the slowest mean the gate allows, {slowest:,.0f} "
+            f"(RCP mean {mean:,.0f} x max speedup {record['max_speedup']:.4f}): converges worse than the reference"
+        )
+    else:
+        verdict = "pass"
+        detail = f"olympic mean {observed:,.0f} samples, RCP mean {mean:,.0f} ({score.rcp.message})"
+    message = "; ".join([f"{candidate}: {verdict}: {detail}", f"samples per seed: {spread}", *score.messages])
+    if verdict != "pass":
+        message += f"; inspect the runs with: {rescore_command}"
+    return ConvergenceVerdict(
+        candidate=candidate,
+        verdict=verdict,
+        message=message,
+        samples=samples,
+        olympic_mean_samples=observed,
+        rcp_mean_samples=mean,
+        fastest_allowed=fastest,
+        slowest_allowed=slowest,
+        rcp_pass=score.rcp.passed,
+        rcp_message=score.rcp.message,
+        normalization_factor=score.rcp.normalization_factor,
+        results_dir=score.folder,
+    )
+
+
+def _describe_samples(samples: tuple[int | None, ...]) -> str:
+    return ", ".join("not converged" if s is None else f"{s:,}" for s in samples)
+
+
+def check_run_set(candidate: str, folder: Path, rcp_file: Path, ruleset: str) -> ConvergenceVerdict:
+    """Score a candidate's result files against the RCP file and judge them."""
+    from rocm_validate.convergence.mlperf import score_run_set
+
+    score = score_run_set(folder, ruleset, rcp_file, compliance=False)
+    return judge(candidate, score, rescore_command(folder, rcp_file, ruleset))
+
+
+def rescore_command(folder: Path, rcp_file: Path, ruleset: str) -> str:
+    """The command that shows a run set's full score, per run."""
+    import shlex
+
+    return shlex.join(["rocm-validate", "mlperf-score", str(folder), "--rcp", str(rcp_file), "--ruleset", ruleset])
+
+
+def fp8_converter_available() -> bool:
+    """Whether rocm_validate.workloads.fp8 (the correctness suite's FP8 support) offers convert_to_fp8_linear."""
+    import importlib
+
+    try:
+        module = importlib.import_module("rocm_validate.workloads.fp8")
+    except ImportError:
+        return False
+    return callable(getattr(module, "convert_to_fp8_linear", None))
+
+
+def candidate_skip_reason(candidate: Candidate, device: DeviceInfo, fp8_module: bool) -> str | None:
+    """Why a candidate cannot run on this device (need vs found), or None."""
+    if candidate.fp8_linear:
+        where = device.arch if device.is_gpu else f"cpu ({device.name})"
+        if not device.fp8_formats:
+            return f"needs native FP8, found none on {where}"
+        if not fp8_module:
+            return "needs rocm_validate.workloads.fp8.convert_to_fp8_linear, found no rocm_validate.workloads.fp8 in this installation"
+    return None
+
+
+class ReferenceFailed(RuntimeError):
+    """The reference configuration did not give usable RCPs; nothing was written."""
+
+
+@dataclass(frozen=True)
+class RecordedRcp:
+    """RCPs written by a reference recording."""
+
+    path: Path
+    samples: tuple[int, ...]
+    seconds: float
+
+
+@dataclass
+class MiniBertCheck:
+    """The built-in RCP benchmark on one device: records the reference's convergence points,
+    then trains each candidate's seeds and judges them against those points."""
+
+    spec: MiniBertSpec
+    device: DeviceInfo
+    torch_device: Any
+    rcp_file: Path
+    record_command: str
+    seeds: int
+    workdir: Path
+    ruleset: str
+    progress: Progress
+
+    @property
+    def platform(self) -> str:
+        where = f"{self.device.name} ({self.device.arch})" if self.device.is_gpu else f"CPU {self.device.name}"
+        return f"{where}, torch {self.device.torch_version}"
+
+    def _trainer(self, candidate: Candidate) -> Trainer:
+        from rocm_validate.convergence.minibert import Trainer
+
+        return Trainer(self.spec, candidate, self.torch_device, self.device.fp8_formats, self.platform, self.progress)
+
+    def skip_reason(self, candidate: Candidate) -> str | None:
+        return candidate_skip_reason(candidate, self.device, fp8_converter_available())
+
+    def rcp(self) -> StoredRcp:
+        """This device's RCPs for this definition (raises RcpUnavailable or JsonFileError)."""
+        from rocm_validate.convergence.rcps import load_rcp
+
+        return load_rcp(self.rcp_file, self.spec, self.record_command)
+
+    def check(self, candidate: Candidate) -> ConvergenceVerdict:
+        """Train the candidate's seeds (the first of the reference's) and judge the run set."""
+        folder = self.workdir / candidate.name
+        self._trainer(candidate).run_seeds(range(self.seeds), folder, tolerated_failures=OLYMPIC_DROPS)
+        return check_run_set(candidate.name, folder, self.rcp_file, self.ruleset)
+
+    def record_reference(self, creator: str, when: str) -> RecordedRcp:
+        """Train the reference for twice the seeds (as MLPerf references do) and write the RCPs.
+
+        Nothing is written unless every run converged and the runs differ (a spread of zero
+        would let the RCP checker accept no speed-up at all).
+        """
+        from rocm_validate.convergence.minibert import REFERENCE
+        from rocm_validate.convergence.rcps import build_rcp, write_rcp
+
+        runs = self._trainer(REFERENCE).run_seeds(range(2 * self.seeds), self.workdir / "reference-rcp", tolerated_failures=0)
+        failed = [r.seed for r in runs if not r.converged]
+        if failed:
+            raise ReferenceFailed(
+                f"reference runs for seeds {failed} did not reach accuracy {self.spec.target_accuracy} in "
+                f"{self.spec.max_steps} steps; RCPs not written to {self.rcp_file} (the stack fails the fp32 reference)"
+            )
+        samples = tuple(r.samples for r in runs)
+        if len(set(samples)) == 1:
+            raise ReferenceFailed(
+                f"all {len(runs)} reference runs converged at {samples[0]} samples; without a spread the RCP "
+                f"test accepts no speed-up at all; RCPs not written to {self.rcp_file}"
+            )
+        write_rcp(self.rcp_file, build_rcp(self.spec, samples, creator, when, self.platform))
+        return RecordedRcp(self.rcp_file, samples, sum(r.seconds for r in runs))

@@ -1,0 +1,248 @@
+"""pytest side of the convergence suite: its options, fixtures and progress output.
+
+Imports only the standard library, pytest and torch-free project modules at module level;
+training and scoring are imported inside the fixtures that need them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from rocm_validate.convergence import mlperf
+from rocm_validate.core.options import OptionSpec, add_spec, parse_or_default
+from rocm_validate.core.session import is_xdist_worker, run_state
+
+if TYPE_CHECKING:
+    from rocm_validate.convergence.check import MiniBertCheck
+    from rocm_validate.platform.devices import DeviceInfo
+    from rocm_validate.convergence.mlperf import RunSetScore
+    from rocm_validate.convergence.rcps import StoredRcp
+
+RESULTS = OptionSpec(
+    "--rocm-mlperf-results",
+    "rocm_mlperf_results",
+    "ROCM_VALIDATE_MLPERF_RESULTS",
+    "folder of MLPerf result_*.txt files (MLLOG) that the convergence suite scores and RCP-checks",
+    "DIR",
+)
+RULESET = OptionSpec(
+    "--rocm-ruleset",
+    "rocm_ruleset",
+    "ROCM_VALIDATE_RULESET",
+    f"MLPerf training ruleset of the RCP check and compliance rules (default: {mlperf.DEFAULT_RULESET})",
+    "X.Y.Z",
+)
+RCP_FILE = OptionSpec(
+    "--rocm-mlperf-rcp",
+    "rocm_mlperf_rcp",
+    "ROCM_VALIDATE_MLPERF_RCP",
+    "RCP file (mlperf-logging format) for --rocm-mlperf-results instead of mlperf-logging's packaged RCPs",
+    "FILE",
+)
+SEEDS = OptionSpec(
+    "--rocm-convergence-seeds",
+    "rocm_convergence_seeds",
+    "ROCM_VALIDATE_CONVERGENCE_SEEDS",
+    "mini-BERT runs per candidate (default: 10 on a GPU, as MLPerf BERT; 5 on the CPU); RCPs record twice as many",
+    "N",
+)
+OPTIONS = (RESULTS, RULESET, RCP_FILE, SEEDS)
+RECORD_TEST = "test_reference_records_convergence_points"
+
+
+@dataclass(frozen=True)
+class ConvergenceSettings:
+    """What the convergence suite was asked to do; resolved once in pytest_configure."""
+
+    results_dir: Path | None
+    ruleset: str
+    rcp_file: Path | None
+    seeds: int | None  # None: the mini-BERT preset's default
+
+
+SETTINGS_KEY = pytest.StashKey[ConvergenceSettings]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    for spec in OPTIONS:
+        add_spec(parser, spec)
+
+
+def _folder(value: str, source: str) -> Path:
+    folder = Path(value).expanduser().resolve()
+    if not folder.is_dir():
+        raise pytest.UsageError(f"{source}={value!r}: no such folder; expected a folder of MLPerf result_*.txt files")
+    if not mlperf.result_files(folder):
+        raise pytest.UsageError(f"{source}={value!r}: the folder holds no result_*.txt files (MLPerf names each run's log result_<n>.txt)")
+    return folder
+
+
+def _ruleset(value: str, source: str) -> str:
+    try:
+        mlperf.require_ruleset(value.strip())
+    except mlperf.MlperfError as exc:
+        raise pytest.UsageError(f"{source}={value!r}: {exc}") from None
+    return value.strip()
+
+
+def _rcp_file(value: str, source: str) -> Path:
+    path = Path(value).expanduser().resolve()
+    try:
+        mlperf.load_rcp_file(path)
+    except mlperf.MlperfError as exc:
+        raise pytest.UsageError(f"{source}={value!r}: {exc}") from None
+    return path
+
+
+def _seeds(value: str, source: str) -> int:
+    text = value.strip()
+    if not text.isdigit() or int(text) < 3:
+        raise pytest.UsageError(f"{source}={value!r}: expected a whole number of seeds, at least 3 (olympic scoring drops two), e.g. 10")
+    return int(text)
+
+
+def resolve_settings(config: pytest.Config) -> ConvergenceSettings:
+    """Read every convergence option once; raises pytest.UsageError on a bad value."""
+    return ConvergenceSettings(
+        results_dir=parse_or_default(config, RESULTS, _folder, None),
+        # only a ruleset asked for is checked: runs that never touch this suite need no mlperf-logging
+        ruleset=parse_or_default(config, RULESET, _ruleset, mlperf.DEFAULT_RULESET),
+        rcp_file=parse_or_default(config, RCP_FILE, _rcp_file, None),
+        seeds=parse_or_default(config, SEEDS, _seeds, None),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SETTINGS_KEY] = resolve_settings(config)
+
+
+def convergence_settings(config: pytest.Config) -> ConvergenceSettings:
+    return config.stash[SETTINGS_KEY]
+
+
+# --- scoring MLPerf results ----------------------------------------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One test per result file of --rocm-mlperf-results."""
+    if "mlperf_result_file" not in metafunc.fixturenames:
+        return
+    folder = convergence_settings(metafunc.config).results_dir
+    if folder is None:
+        skip = pytest.mark.skip(reason=f"needs {RESULTS.flag}=DIR (a folder of MLPerf result_*.txt files), found none")
+        metafunc.parametrize("mlperf_result_file", [pytest.param(None, id="no-results", marks=skip)])
+        return
+    names = [path.name for path in mlperf.result_files(folder)]
+    metafunc.parametrize("mlperf_result_file", names, ids=names)
+
+
+@pytest.fixture(scope="session")
+def mlperf_results(pytestconfig: pytest.Config) -> RunSetScore:
+    """The --rocm-mlperf-results run set, scored: per-run facts, olympic mean, RCP verdict."""
+    settings = convergence_settings(pytestconfig)
+    if settings.results_dir is None:
+        pytest.skip(f"needs {RESULTS.flag}=DIR (a folder of MLPerf result_*.txt files), found none")
+    try:
+        return mlperf.score_run_set(settings.results_dir, settings.ruleset, settings.rcp_file)
+    except mlperf.MlperfError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+# --- the built-in mini-BERT benchmark -------------------------------------------------------
+
+
+class ProgressLine:
+    """Shows training progress while a test runs, past pytest's capture; silent in xdist workers.
+
+    On a terminal each evaluation rewrites one line; in a log only the line ending a run is kept.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self._capture = config.pluginmanager.get_plugin("capturemanager")
+        self._silent = is_xdist_worker(config) or self._reporter is None
+        self._fresh = True
+
+    def __call__(self, line: str, final: bool) -> None:
+        reporter = self._reporter
+        if self._silent or (not final and not reporter.isatty):
+            return
+        with self._capture.global_and_fixture_disabled() if self._capture else contextlib.nullcontext():
+            if self._fresh:
+                reporter.ensure_newline()
+                self._fresh = False
+            if reporter.isatty:
+                reporter.rewrite(line, erase=True)
+                if final:
+                    reporter.write("\n")
+            else:
+                reporter.write_line(line)
+
+
+def record_command(config: pytest.Config, device: DeviceInfo) -> str:
+    """The command that records this device's mini-BERT RCPs."""
+    settings = run_state(config).settings
+    seeds = convergence_settings(config).seeds
+    words = [
+        "pytest",
+        "suites/convergence",
+        "--rocm-suite=convergence",
+        f"--rocm-device={'cpu' if not device.is_gpu else device.index}",
+        f"--rocm-baselines={settings.baselines_dir}",
+        *([f"{SEEDS.flag}={seeds}"] if seeds else []),
+        "--update-baselines",
+        "-k",
+        RECORD_TEST,
+    ]
+    return shlex.join(words)
+
+
+@pytest.fixture(scope="session")
+def mini_bert(pytestconfig: pytest.Config, rocm_device: DeviceInfo, torch_device: Any, tmp_path_factory: pytest.TempPathFactory) -> MiniBertCheck:
+    """The built-in RCP benchmark on the selected device: records RCPs, checks candidates."""
+    from rocm_validate.convergence.check import MiniBertCheck
+    from rocm_validate.convergence.minibert import preset_for
+    from rocm_validate.convergence.rcps import rcp_path
+
+    if not mlperf.available_rulesets():
+        pytest.fail("mini-BERT needs mlperf-logging (its MLLOG writer and RCP checker), found none; install it with: pip install mlperf-logging", pytrace=False)
+    settings = convergence_settings(pytestconfig)
+    spec = preset_for(rocm_device.backend)
+    return MiniBertCheck(
+        spec=spec,
+        device=rocm_device,
+        torch_device=torch_device,
+        rcp_file=rcp_path(run_state(pytestconfig).settings.baselines_dir, rocm_device.device_key),
+        record_command=record_command(pytestconfig, rocm_device),
+        seeds=settings.seeds or spec.seeds,
+        workdir=tmp_path_factory.mktemp("mini-bert"),
+        ruleset=settings.ruleset,
+        progress=ProgressLine(pytestconfig),
+    )
+
+
+def require_rcp(config: pytest.Config, check: MiniBertCheck) -> StoredRcp:
+    """The device's mini-BERT RCPs, called from a test: missing ones skip with the command that
+    records them (fail under --rocm-strict), a corrupt file fails naming it; under
+    --update-baselines candidates are not checked."""
+    from rocm_validate.results.jsonfile import JsonFileError
+    from rocm_validate.convergence.rcps import RcpUnavailable
+
+    __tracebackhide__ = True
+    settings = run_state(config).settings
+    if settings.update_baselines:
+        pytest.skip(f"--update-baselines records the mini-BERT RCPs only ({RECORD_TEST}); run without it to check candidates")
+    try:
+        return check.rcp()
+    except RcpUnavailable as exc:
+        if settings.strict:
+            pytest.fail(f"{exc} (--rocm-strict: missing RCPs fail)", pytrace=False)
+        pytest.skip(str(exc))
+    except JsonFileError as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -1,0 +1,100 @@
+"""Reference convergence points of the built-in mini-BERT: one file per device, in
+mlperf-logging's RCP JSON format, so its RCP checker reads them as it reads its own tables.
+
+`<baselines>/rcps/<device-key>.json` holds one record, `bert_ref_<batch size>`, with the
+fields the checker reads (Benchmark, BS, Hyperparams, "Epochs to converge", which for BERT
+counts samples) and the provenance MLPerf's tables carry (Creator, When, Platform).
+`Hyperparams.mini_bert` is the benchmark definition's fingerprint: RCPs recorded for another
+definition (other corpus, model, schedule or target) are stale and are not compared against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from rocm_validate.results import jsonfile
+from rocm_validate.convergence.minibert import BENCHMARK, MiniBertSpec
+from rocm_validate.convergence.mlperf import RCP_FILE_SCHEMA
+
+FOLDER = "rcps"
+
+RCP_STORE_SCHEMA: dict[str, Any] = {
+    "title": "rocm-validate mini-BERT RCP",
+    "type": "object",
+    "minProperties": 1,
+    "maxProperties": 1,
+    "additionalProperties": {
+        "allOf": [RCP_FILE_SCHEMA["additionalProperties"]],
+        "type": "object",
+        "required": ["Benchmark", "BS", "Hyperparams", "Epochs to converge", "Creator", "When", "Platform"],
+        "properties": {
+            "Benchmark": {"const": BENCHMARK},
+            "Hyperparams": {"type": "object", "required": ["mini_bert"], "properties": {"mini_bert": {"type": "string"}}},
+            "Epochs to converge": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 3},
+            "Creator": {"type": "string"},
+            "When": {"type": "string"},
+            "Platform": {"type": "string"},
+        },
+    },
+}
+
+
+def rcp_path(baselines_dir: Path, device_key: str) -> Path:
+    """Where a device's mini-BERT RCPs live (the perf store owns <baselines>/<device-key>.json)."""
+    return baselines_dir / FOLDER / f"{device_key}.json"
+
+
+def build_rcp(spec: MiniBertSpec, samples: Sequence[int], creator: str, when: str, platform: str) -> dict[str, Any]:
+    """The RCP file content for reference runs that converged after `samples` samples each."""
+    return {
+        f"{BENCHMARK}_ref_{spec.batch_size}": {
+            "Benchmark": BENCHMARK,
+            "Creator": creator,
+            "When": when,
+            "Platform": platform,
+            "BS": spec.batch_size,
+            "Hyperparams": spec.hyperparameters(),
+            "Epochs to converge": [int(s) for s in samples],
+        }
+    }
+
+
+def write_rcp(path: Path, data: dict[str, Any]) -> None:
+    """Validate and replace atomically: a crash never leaves half an RCP file."""
+    jsonfile.write_json(path, data, RCP_STORE_SCHEMA)
+
+
+class RcpUnavailable(LookupError):
+    """No usable RCP for this device and definition: missing or recorded for another definition."""
+
+
+@dataclass(frozen=True)
+class StoredRcp:
+    """An RCP file that matches the benchmark definition being run."""
+
+    path: Path
+    batch_size: int
+    samples: tuple[int, ...]
+    platform: str
+    when: str
+
+
+def load_rcp(path: Path, spec: MiniBertSpec, record_command: str) -> StoredRcp:
+    """The device's RCPs for `spec`.
+
+    Raises RcpUnavailable (missing or stale: record them with `record_command`) or
+    jsonfile.JsonFileError (corrupt: the message names the file and the same command).
+    """
+    if not path.exists():
+        raise RcpUnavailable(f"no mini-BERT RCPs for this device at {path}; record them with: {record_command}")
+    data = jsonfile.read_json(path, RCP_STORE_SCHEMA, fix=f"Record them again with: {record_command}")
+    record = next(iter(data.values()))
+    recorded = record["Hyperparams"]["mini_bert"]
+    if recorded != spec.fingerprint() or record["BS"] != spec.batch_size:
+        raise RcpUnavailable(
+            f"{path} holds RCPs for mini-BERT definition {recorded} (batch {record['BS']}), this run is "
+            f"{spec.fingerprint()} (batch {spec.batch_size}); record them again with: {record_command}"
+        )
+    return StoredRcp(path, record["BS"], tuple(record["Epochs to converge"]), record["Platform"], record["When"])

@@ -1,0 +1,29 @@
+"""Hooks other plugins (and this project's own tests) implement to extend rocm-validate."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from rocm_validate.platform.devices import DeviceInfo
+    from rocm_validate.results.metrics import Metric
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_rocm_discover_devices(config: pytest.Config) -> list[DeviceInfo] | None:
+    """Return the devices of this machine instead of probing them.
+
+    The list must end with the CPU. Used to replay a device description recorded elsewhere,
+    and by the plugin's own tests to stand in for hardware that is not present.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_rocm_metric_finalize(item: pytest.Item, report: Any, metric: Metric) -> Metric | None:
+    """Called once per recorded metric after the test's call phase, knowing its outcome.
+
+    Return a replacement (e.g. with the verdict 'updated' once a baseline was written), or
+    None to keep the metric as it is.
+    """

@@ -1,0 +1,42 @@
+"""Which suite a test belongs to: its folder under suites/, or its rocm_suite marker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rocm_validate.core.options import SUITES
+
+SUITES_FOLDER = "suites"
+
+
+def suite_from_path(path: Path, rootpath: Path) -> str | None:
+    """'<rootdir>/suites/perf/test_gemm.py' -> 'perf'; anything outside suites/<name>/ -> None."""
+    try:
+        parts = path.resolve().relative_to(rootpath.resolve()).parts
+    except ValueError:
+        return None
+    if len(parts) >= 2 and parts[0] == SUITES_FOLDER and parts[1] in SUITES:
+        return parts[1]
+    return None
+
+
+def suite_of(path: Path, rootpath: Path, marker_args: tuple[object, ...] | None) -> str | None:
+    """The marker wins over the folder; raises ValueError for a marker naming no suite."""
+    if marker_args is not None:
+        if len(marker_args) != 1 or marker_args[0] not in SUITES:
+            found = ", ".join(repr(a) for a in marker_args) or "nothing"
+            raise ValueError(f"rocm_suite marker needs one of {', '.join(SUITES)}; found {found}")
+        return str(marker_args[0])
+    return suite_from_path(path, rootpath)
+
+
+def touches_suites(args: list[str], invocation_dir: Path, rootpath: Path) -> bool:
+    """Whether the paths pytest was asked to collect include (or lie inside) suites/."""
+    suites_dir = (rootpath / SUITES_FOLDER).resolve()
+    if not suites_dir.is_dir():
+        return False
+    for arg in args:
+        target = (invocation_dir / arg.split("::", 1)[0]).resolve()
+        if target == suites_dir or suites_dir in target.parents or target in suites_dir.parents:
+            return True
+    return False

@@ -1,0 +1,73 @@
+"""Per-run state kept in `config.stash`: settings, discovered devices, results and metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pytest
+
+from rocm_validate.core.options import Settings
+
+if TYPE_CHECKING:
+    from rocm_validate.platform.devices import DeviceInfo
+    from rocm_validate.results.metrics import Metric
+    from rocm_validate.results.report import TestResult
+
+
+@dataclass
+class RunState:
+    """Everything the plugin remembers about one pytest run (one per process under xdist)."""
+
+    config: pytest.Config
+    settings: Settings
+    results: dict[str, TestResult] = field(default_factory=dict)
+    _devices: list[DeviceInfo] | None = None
+
+    def devices(self) -> list[DeviceInfo]:
+        """All devices, probed once per process (imports torch on first call)."""
+        if self._devices is None:
+            found = self.config.hook.pytest_rocm_discover_devices(config=self.config)
+            if found is None:
+                from rocm_validate.platform.devices import discover_devices
+
+                found = discover_devices()
+            if not found or found[-1].is_gpu:
+                raise pytest.UsageError("device discovery must return a list that ends with the CPU device")
+            self._devices = list(found)
+        return self._devices
+
+    @property
+    def discovered(self) -> bool:
+        return self._devices is not None
+
+    def device(self) -> DeviceInfo:
+        """The device this run validates (--rocm-device); a missing index is a usage error."""
+        from rocm_validate.platform.devices import select_device
+
+        try:
+            return select_device(self.devices(), self.settings.device)
+        except LookupError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def metrics(self) -> list[Metric]:
+        """Every recorded metric, ordered by test id so xdist runs print the same table."""
+        return [m for r in sorted(self.results.values(), key=lambda r: r.nodeid) for m in r.metrics]
+
+
+STATE_KEY = pytest.StashKey[RunState]()
+PENDING_METRICS_KEY = pytest.StashKey["list[Metric]"]()
+SUITE_KEY = pytest.StashKey["str | None"]()
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker process (the controller writes reports and baselines' summaries)."""
+    return hasattr(config, "workerinput")
+
+
+def run_state(config: pytest.Config) -> RunState:
+    """The run's state; a clear error if the plugin was not configured (e.g. -p no:rocm_validate)."""
+    try:
+        return config.stash[STATE_KEY]
+    except KeyError:
+        raise pytest.UsageError("rocm_validate is not active in this run; remove '-p no:rocm_validate'") from None

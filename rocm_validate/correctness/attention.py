@@ -1,0 +1,211 @@
+"""scaled_dot_product_attention checks: one backend against the float64 math golden.
+
+A case fixes shapes, dtype, mask and V's memory layout. Inputs are drawn as PyTorch's own SDPA
+tests draw them (uniform [0, 1), upstream gradient too), so their calibrated factors apply.
+The candidate runs under `sdpa_kernel([backend])`; the low-precision reference is the math
+backend in the same dtype; the golden is the math backend on float64 copies. A backend that
+refuses a case raises `BackendRefused` with PyTorch's reasons (the test skips); a backend that
+runs and is wrong fails its comparison.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rocm_validate.correctness.compare import Comparison, compare
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.workloads.shapes import attention_size
+from rocm_validate.correctness.tolerances import tolerance_for
+
+CANDIDATE_BACKENDS = ("flash", "mem_efficient", "cudnn")
+MASKS = ("none", "causal", "bool", "additive")
+V_LAYOUTS = ("contiguous", "transposed")
+PARTS = ("out", "grad_q", "grad_k", "grad_v")
+_REFUSAL_MARKERS = ("No available kernel", "No viable backend")
+
+
+def sdpa_backend(name: str) -> Any:
+    """'flash' -> SDPBackend.FLASH_ATTENTION, and so on for mem_efficient, cudnn, math."""
+    from torch.nn.attention import SDPBackend
+
+    table = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
+    return table[name]
+
+
+def attention_skip_reason(backend: str, device: DeviceInfo) -> str | None:
+    """Why `backend` cannot be checked on `device` (need vs found); None when it can."""
+    if backend in device.attention_backends:
+        return None
+    where = device.arch if device.is_gpu else f"cpu ({device.name})"
+    return f"needs the {backend} SDPA backend, found {', '.join(device.attention_backends)} on {where}"
+
+
+def rocm_flash_library() -> str:
+    """The flash attention library PyTorch uses on ROCm: 'ck' or 'aotriton' (its default)."""
+    getter = getattr(torch.backends.cuda, "preferred_rocm_fa_library", None)
+    if getter is None or not getattr(torch.version, "hip", None):
+        return ""
+    return "ck" if "ck" in str(getter()).lower().split(".")[-1] else "aotriton"
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    """One SDPA problem: shapes, dtype, mask kind, V layout and input magnitude."""
+
+    batch: int
+    heads: int
+    seq_q: int
+    seq_k: int
+    head_dim: int
+    dtype: str
+    mask: str = "none"
+    v_layout: str = "contiguous"
+    input_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mask not in MASKS:
+            raise ValueError(f"mask must be one of {', '.join(MASKS)}, found {self.mask!r}")
+        if self.v_layout not in V_LAYOUTS:
+            raise ValueError(f"v_layout must be one of {', '.join(V_LAYOUTS)}, found {self.v_layout!r}")
+
+    def describe(self) -> str:
+        extras = [self.dtype, f"mask {self.mask}", f"V {self.v_layout}"]
+        if self.input_scale != 1.0:
+            extras.append(f"inputs x{self.input_scale:g}")
+        shape = f"B{self.batch} H{self.heads} Lq{self.seq_q} Lk{self.seq_k} D{self.head_dim}"
+        return f"{shape}, {', '.join(extras)}"
+
+
+# The suite's cases, each aimed at a class of real bug: masks (pytorch#147460), a non-contiguous V
+# (ROCm/pytorch#3230), large inputs (NaNs: ROCm/aotriton#54, pytorch#116176), fewer queries than keys.
+NAMED_CASES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "causal": {"mask": "causal"},
+    "bool-mask": {"mask": "bool"},
+    "additive-mask": {"mask": "additive"},
+    "v-transposed": {"v_layout": "transposed"},
+    "causal-v-transposed": {"mask": "causal", "v_layout": "transposed"},
+    "bool-mask-v-transposed": {"mask": "bool", "v_layout": "transposed"},
+    "large-inputs": {"input_scale": 8.0},
+    "short-queries": {"query_divisor": 4},
+}
+
+
+def named_case(name: str, head_dim: int, dtype: str, is_gpu: bool) -> AttentionCase:
+    """The case called `name` at the device class's size (see rocm_validate.workloads.shapes)."""
+    options = dict(NAMED_CASES[name])
+    size = attention_size(head_dim, is_gpu)
+    seq_q = size.seq // options.pop("query_divisor", 1)
+    return AttentionCase(size.batch, size.heads, seq_q, size.seq, head_dim, dtype, **options)
+
+
+@dataclass
+class AttentionInputs:
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor  # possibly a transposed view of a (B, L, H, D) tensor
+    mask: torch.Tensor | None
+    is_causal: bool
+    upstream: torch.Tensor
+
+
+class BackendRefused(Exception):
+    """The backend declined the case (PyTorch found no kernel for it); the reason says why."""
+
+
+def _leaf(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().requires_grad_(True)
+
+
+def make_inputs(case: AttentionCase, device: Any, seed: int = 0) -> AttentionInputs:
+    """Seeded inputs on `device`, drawn on the CPU so every device sees the same numbers."""
+    g = torch.Generator().manual_seed(seed)
+    dtype = getattr(torch, case.dtype)
+
+    def uniform(*shape: int) -> torch.Tensor:
+        return (torch.rand(*shape, generator=g, dtype=torch.float64) * case.input_scale).to(device=device, dtype=dtype)
+
+    q = _leaf(uniform(case.batch, case.heads, case.seq_q, case.head_dim))
+    k = _leaf(uniform(case.batch, case.heads, case.seq_k, case.head_dim))
+    if case.v_layout == "transposed":
+        v = _leaf(uniform(case.batch, case.seq_k, case.heads, case.head_dim)).transpose(1, 2)
+    else:
+        v = _leaf(uniform(case.batch, case.heads, case.seq_k, case.head_dim))
+    mask = None
+    if case.mask == "bool":
+        keep = torch.rand(case.batch, 1, case.seq_q, case.seq_k, generator=g) < 0.5
+        keep[..., 0] = True  # no fully masked row: its softmax is undefined
+        mask = keep.to(device)
+    elif case.mask == "additive":
+        mask = torch.randn(case.batch, 1, case.seq_q, case.seq_k, generator=g).to(device=device, dtype=dtype)
+    upstream = torch.rand(case.batch, case.heads, case.seq_q, case.head_dim, generator=g).to(device=device, dtype=dtype)
+    return AttentionInputs(q, k, v, mask, case.mask == "causal", upstream)
+
+
+def upcast(inputs: AttentionInputs, dtype: torch.dtype = torch.float64) -> AttentionInputs:
+    """The same inputs in `dtype` (the golden's), as new leaves keeping V's layout."""
+    mask = inputs.mask
+    if mask is not None and mask.is_floating_point():
+        mask = mask.to(dtype)
+    return AttentionInputs(
+        _leaf(inputs.q.to(dtype)),
+        _leaf(inputs.k.to(dtype)),
+        _leaf(inputs.v.to(dtype)),
+        mask,
+        inputs.is_causal,
+        inputs.upstream.to(dtype),
+    )
+
+
+def run_sdpa(backend: str, inputs: AttentionInputs) -> tuple[torch.Tensor, ...]:
+    """(out, grad_q, grad_k, grad_v) of SDPA on `backend` alone; BackendRefused if it declines."""
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with sdpa_kernel([sdpa_backend(backend)]):
+                out = F.scaled_dot_product_attention(
+                    inputs.q, inputs.k, inputs.v, attn_mask=inputs.mask, is_causal=inputs.is_causal
+                )
+                grads = torch.autograd.grad(out, (inputs.q, inputs.k, inputs.v), inputs.upstream)
+        except RuntimeError as exc:
+            if not any(marker in str(exc) for marker in _REFUSAL_MARKERS):
+                raise
+            reasons = list(dict.fromkeys(str(w.message).strip() for w in caught))
+            raise BackendRefused(" ".join(reasons) or str(exc).splitlines()[0]) from None
+    return (out.detach(), *grads)
+
+
+def check_attention(
+    case: AttentionCase, backend: str, device: Any, platform: str, arch: str, seed: int = 0
+) -> list[Comparison]:
+    """Compare `backend` with the float64 math golden on `case`: output and the three gradients.
+
+    platform: "cpu", "cuda" or "rocm"; arch: the device arch, for the tolerance table.
+    """
+    inputs = make_inputs(case, device, seed)
+    candidate = run_sdpa(backend, inputs)
+    reference = run_sdpa("math", inputs)
+    golden = run_sdpa("math", upcast(inputs))
+    library = rocm_flash_library() if platform == "rocm" else ""
+    return [
+        compare(
+            f"sdpa.{backend}.{part} [{case.describe()}]",
+            candidate[i],
+            golden[i],
+            tolerance_for(f"sdpa.{backend}.{part}", platform, arch, library, seq_k=case.seq_k),
+            reference[i],
+        )
+        for i, part in enumerate(PARTS)
+    ]

@@ -1,0 +1,260 @@
+"""pytest side of the perf suite: options, the `perf` fixture, gating outcomes, baseline writes,
+the benchmark export and the summary of what --update-baselines did.
+
+Imports only the standard library, pytest and torch-free project modules at module level.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, Generator
+
+import pytest
+
+from rocm_validate.perf import gate
+
+from rocm_validate.core import options
+from rocm_validate.perf.recorder import ITEM_STATE_KEY, PerfContext, PerfRecorder, PerfSettings, raise_outcome
+from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
+
+if TYPE_CHECKING:
+    from rocm_validate.platform.devices import DeviceInfo
+
+WINDOW = options.OptionSpec(
+    "--rocm-perf-window",
+    "rocm_perf_window",
+    "ROCM_VALIDATE_PERF_WINDOW",
+    "scale every perf measurement window by this factor (default 1; more is quieter and slower)",
+    "FACTOR",
+)
+BENCHMARK_JSON = options.OptionSpec(
+    "--rocm-benchmark-json",
+    None,
+    None,
+    "also write the perf metrics as pytest-benchmark JSON (for dashboards) to this path",
+    "PATH",
+)
+THRESHOLDS_INI = "rocm_perf_thresholds"
+THRESHOLDS_HELP = f"per-metric gate thresholds, one rule a line: {gate.INI_FORMS}"
+
+SETTINGS_KEY = pytest.StashKey[PerfSettings]()
+CONTEXT_KEY = pytest.StashKey[PerfContext]()
+HEADER_KEY = pytest.StashKey["list[str]"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_spec(parser, WINDOW)
+    options.add_spec(parser, BENCHMARK_JSON)
+    parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
+
+
+def parse_window(value: str, source: str = WINDOW.flag) -> float:
+    """'2' -> 2.0; a positive factor, at most 20."""
+    try:
+        factor = float(value)
+    except ValueError:
+        factor = float("nan")
+    if not (0 < factor <= 20):
+        raise pytest.UsageError(f"{source}={value!r}: expected a positive factor up to 20, e.g. {WINDOW.flag}=2")
+    return factor
+
+
+def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
+    """Read the perf options once; raises pytest.UsageError naming the bad value."""
+    value, source = options.raw_value(config, WINDOW)
+    try:
+        rules = gate.parse_rules(config.getini(THRESHOLDS_INI))
+    except ValueError as exc:
+        raise pytest.UsageError(f"{THRESHOLDS_INI} (ini): {exc}") from None
+    return PerfSettings(
+        window_factor=1.0 if value is None else parse_window(value, source),
+        rules=rules,
+        benchmark_json=options.output_file(config, BENCHMARK_JSON, "benchmarks.json"),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SETTINGS_KEY] = resolve_perf_settings(config)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With the perf suite selected, check this device's baseline file before any test runs:
+    a corrupted, truncated or wrong-schema file is a usage error naming the file and the fix."""
+    config = session.config
+    state = run_state(config)
+    if "perf" not in state.settings.suites or is_xdist_worker(config):
+        return
+    from rocm_validate.perf.baselines import BaselineError, BaselineStore
+
+    store = BaselineStore(state.settings.baselines_dir, state.device().device_key)
+    try:
+        entries = store.read()
+    except BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
+    perf = config.stash[SETTINGS_KEY]
+    rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
+    lines = [f"rocm-validate perf: baselines {described}; {rules}; window x{perf.window_factor:g}"]
+    warning = shared_device_warning(getattr(config.option, "numprocesses", None), state.device())
+    config.stash[HEADER_KEY] = lines + ([warning] if warning else [])
+
+
+def shared_device_warning(workers: object, device: DeviceInfo) -> str | None:
+    """A header warning when several xdist workers would time kernels on one GPU at once."""
+    if not isinstance(workers, int) or workers < 2 or not device.is_gpu:
+        return None
+    return (
+        f"rocm-validate perf: WARNING: {workers} xdist workers share {device.torch_device}, so each times the "
+        "others' kernels too; run the perf suite with -n 0 for figures worth gating"
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return config.stash.get(HEADER_KEY, [])
+
+
+@pytest.fixture(scope="session")
+def perf_context(pytestconfig: pytest.Config, rocm_device: DeviceInfo) -> Generator[PerfContext, None, None]:
+    """The perf suite's shared state for this process (device, plan, thresholds, baselines)."""
+    context = PerfContext(run_state(pytestconfig).settings, pytestconfig.stash[SETTINGS_KEY], rocm_device)
+    pytestconfig.stash[CONTEXT_KEY] = context
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def perf(
+    request: pytest.FixtureRequest, perf_context: PerfContext, record_rocm_metric: Any
+) -> Generator[PerfRecorder, None, None]:
+    """measure(fn) / measure_interleaved({...}) then throughput(...), latency(...), speedup(...),
+    record(...): each metric is gated against this device's baseline as it is recorded.
+
+    On the CPU the test runs on one thread: the CPU run is a CI-sized smoke test, and on a
+    shared CI machine another job descheduling one OpenMP thread slows every barrier 10-20x.
+    """
+    recorder = PerfRecorder(
+        perf_context, request.node, record_rocm_metric, lambda: request.getfixturevalue("torch_device")
+    )
+    if perf_context.device.is_gpu:
+        yield recorder
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield recorder
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    """After a perf test's body: fail on regressions, skip on missing baselines; an OOM fails
+    with need vs found (built outside the except block, so its frames and tensors can be freed)."""
+    from rocm_validate.core.oom import describe_oom, is_out_of_memory, memory_facts
+
+    message = ""
+    try:
+        result = yield
+    except BaseException as exc:
+        if item.stash.get(SUITE_KEY, None) != "perf" or not is_out_of_memory(exc):
+            raise
+        message = describe_oom(item.nodeid, str(exc), memory_facts())
+    if message:
+        pytest.fail(message, pytrace=False)
+    state = item.stash.get(ITEM_STATE_KEY, None)
+    context = item.config.stash.get(CONTEXT_KEY, None)
+    if state is not None and context is not None:
+        raise_outcome(state, context.device.device_key, context.settings.strict)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
+    """After a perf test (and always after an OOM): give its device memory back."""
+    try:
+        return (yield)
+    finally:
+        if item.stash.get(SUITE_KEY, None) == "perf" and "torch" in sys.modules:
+            from rocm_validate.core.oom import free_device_memory
+
+            free_device_memory()
+
+
+def pytest_rocm_metric_finalize(item: pytest.Item, report: Any, metric: Any) -> Any:
+    """Under --update-baselines, write the perf metrics of a passed test (and only of a passed one)."""
+    state = item.stash.get(ITEM_STATE_KEY, None)
+    context = item.config.stash.get(CONTEXT_KEY, None)
+    if state is None or context is None or metric.name not in state.names or not context.settings.update_baselines:
+        return None
+    if metric.verdict == "invalid":
+        return None
+    if not report.passed:
+        return metric.with_verdict("not-recorded", "baseline not written: the test did not pass")
+    return context.write_baseline(metric)
+
+
+def _perf_metrics(config: pytest.Config) -> list[Any]:
+    return [m for m in run_state(config).metrics() if "gate" in m.extra]
+
+
+_UPDATE_VERDICTS = (("updated", "written"), ("kept", "kept (inside hysteresis)"), ("noisy", "refused as too noisy"), ("not-recorded", "not recorded"))
+
+
+def summary_lines(metrics: list[Any], update: bool) -> list[str]:
+    """'perf: 10 pass, 1 regressed' or, under --update-baselines, what was written, kept, refused."""
+    counts: dict[str, list[str]] = {}
+    for metric in metrics:
+        counts.setdefault(metric.verdict, []).append(metric.name)
+    if not update:
+        return ["perf: " + ", ".join(f"{len(names)} {verdict}" for verdict, names in sorted(counts.items()))]
+    lines = []
+    for verdict, label in _UPDATE_VERDICTS:
+        names = counts.get(verdict, [])
+        if names:
+            listed = "" if verdict in ("updated", "kept") else ": " + ", ".join(names)
+            lines.append(f"baselines {label}: {len(names)}{listed}")
+    return lines
+
+
+def telemetry_line(metrics: list[Any]) -> str:
+    """'telemetry (nvidia-ml-py): clock 1410-1755 MHz, 55-71 C, 420-700 W; limits seen: sw-power-cap'
+    over every measurement window, so throttling during the run is visible at a glance."""
+    readings = [m.extra.get("telemetry") or {} for m in metrics]
+    samples = [t["after"] for t in readings if t.get("after")]
+    if not samples:
+        reasons = sorted({t["reason"] for t in readings if t.get("reason")})
+        return f"telemetry: none ({'; '.join(reasons) or 'no timed metric'})"
+    sources = sorted({str(t.get("source")) for t in readings if t.get("after")})
+    parts = []
+    for key, unit in (("clock_mhz", "MHz"), ("temperature_c", "C"), ("power_w", "W")):
+        values = [s[key] for s in samples if s.get(key) is not None]
+        if values:
+            parts.append(f"{min(values):.0f}-{max(values):.0f} {unit}")
+    limits = sorted({r for s in samples for r in s.get("slowdowns") or []})
+    return f"telemetry ({', '.join(sources)}): {', '.join(parts) or 'no readings'}; limits seen: {', '.join(limits) or 'none'}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    metrics = _perf_metrics(config)
+    if not metrics:
+        return
+    update = run_state(config).settings.update_baselines
+    for line in [*summary_lines(metrics, update), telemetry_line(metrics)]:
+        terminalreporter.write_line(f"rocm-validate {line}", yellow="refused" in line or "not recorded" in line)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    perf = config.stash.get(SETTINGS_KEY, None)
+    if perf is None or perf.benchmark_json is None or is_xdist_worker(config):
+        return
+    from rocm_validate.results import jsonfile
+    from rocm_validate.perf.benchmark_json import BENCHMARK_SCHEMA, benchmark_document, collect_machine_and_commit
+
+    state = run_state(config)
+    device = state.device() if state.discovered or "perf" in state.settings.suites else None
+    machine, commit = collect_machine_and_commit()
+    document = benchmark_document(_perf_metrics(config), device, machine, commit)
+    jsonfile.write_json(perf.benchmark_json, document, BENCHMARK_SCHEMA)

@@ -1,0 +1,338 @@
+"""What perf tests hold: a per-process `PerfContext` (device, plan, thresholds, baseline store,
+telemetry) and a per-test `PerfRecorder` that measures, builds metrics, gates them and
+attaches them to the test.
+
+Gating happens as each metric is recorded; failures and missing baselines are collected on the
+item and turned into one failure (or skip) after the test body returns, so every metric of a
+test is measured and shown even when the first one regressed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
+
+import pytest
+
+from rocm_validate.perf import gate
+
+from rocm_validate.core import requirements as markers
+
+from rocm_validate.platform import peaks
+from rocm_validate.perf.baselines import NAME_PATTERN, BaselineEntry, BaselineError, BaselineStore, decide_update
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.results.metrics import Metric
+from rocm_validate.core.options import Settings
+from rocm_validate.perf.stats import SampleSummary, paired_ratios
+from rocm_validate.perf.timing import Clock, Rotation, Timing, TimingPlan, cache_defeat_bytes, default_plan, rotation_count
+
+if TYPE_CHECKING:
+    from rocm_validate.core.fixtures import MetricRecorder
+    from rocm_validate.platform.telemetry import Telemetry
+
+T = TypeVar("T")
+
+# Throughput units: the factor a rate in work-units per second is divided by, and the work unit.
+THROUGHPUT_UNITS: dict[str, tuple[float, str]] = {
+    "TFLOP/s": (1e12, "FLOP"),
+    "GB/s": (1e9, "B"),
+    "samples/s": (1.0, "samples"),
+    "tokens/s": (1.0, "tokens"),
+}
+LATENCY_UNITS: dict[str, float] = {"us": 1e6, "ms": 1e3, "s": 1.0}
+_NAME = re.compile(NAME_PATTERN)
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    """The perf suite's own options, resolved once."""
+
+    window_factor: float = 1.0
+    rules: tuple[gate.ThresholdRule, ...] = ()
+    benchmark_json: Path | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A timing and the device's operating point around it."""
+
+    timing: Timing
+    telemetry: Mapping[str, Any]
+
+
+@dataclass
+class ItemPerfState:
+    """What the gate decided for one test's metrics, turned into its outcome after the call."""
+
+    names: set[str] = field(default_factory=set)
+    failures: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+ITEM_STATE_KEY = pytest.StashKey[ItemPerfState]()
+
+
+def missing_message(names: Sequence[str], device_key: str) -> str:
+    """'no baseline for <metric> on <device key>; run pytest --rocm-suite=perf --update-baselines'."""
+    return f"no baseline for {', '.join(names)} on {device_key}; run {gate.UPDATE_COMMAND}"
+
+
+def raise_outcome(state: ItemPerfState, device_key: str, strict: bool) -> None:
+    """Fail on any regression; else skip (fail under --rocm-strict) when a baseline is missing."""
+    __tracebackhide__ = True
+    if state.failures:
+        pytest.fail("\n".join(state.failures), pytrace=False)
+    if state.missing:
+        message = missing_message(state.missing, device_key)
+        if strict:
+            pytest.fail(f"{message} (--rocm-strict: a missing baseline fails)", pytrace=False)
+        pytest.skip(message)
+
+
+class PerfContext:
+    """Everything perf tests of one process share."""
+
+    def __init__(self, settings: Settings, perf: PerfSettings, device: DeviceInfo) -> None:
+        self.settings = settings
+        self.perf = perf
+        self.device = device
+        self.store = BaselineStore(settings.baselines_dir, device.device_key)
+        self.scale = "full" if device.is_gpu else "tiny"
+        self.recorded: dict[str, str] = {}  # metric name -> nodeid, to catch two tests sharing a name
+        self._telemetry: Telemetry | None = None
+        self._commit: str | None = None
+
+    def plan(self, **changes: Any) -> TimingPlan:
+        """The device's default plan with a test's changes, its window scaled by --rocm-perf-window."""
+        return replace(default_plan(self.device.backend), **changes).with_window(self.perf.window_factor)
+
+    def require_memory(self, gib: float) -> None:
+        """Skip, saying need vs found, when full-size work needs more device memory than there is."""
+        __tracebackhide__ = True
+        reason = markers.requires_memory(self.device, gib) if self.scale == "full" else None
+        if reason:
+            pytest.skip(reason)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Clock / temperature / power readings for the device (opened on first use)."""
+        if self._telemetry is None:
+            from rocm_validate.platform.telemetry import open_telemetry
+
+            self._telemetry = open_telemetry(self.device)
+        return self._telemetry
+
+    def threshold(self, name: str) -> gate.Threshold:
+        return gate.threshold_for(name, self.device.backend, self.perf.rules)
+
+    def reference(self, name: str) -> gate.Reference | None:
+        try:
+            entry = self.store.entry(name)
+        except BaselineError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return None if entry is None else gate.reference_from_entry(entry)
+
+    def commit(self) -> str:
+        """The project's git commit (with '-dirty'), from pytest-benchmark's own collector."""
+        if self._commit is None:
+            from pytest_benchmark.utils import get_commit_info
+
+            info = get_commit_info()
+            self._commit = f"{info['id']}{'-dirty' if info.get('dirty') else ''}"
+        return self._commit
+
+    def provenance(self, metric: Metric) -> dict[str, Any]:
+        """Where a baseline came from: date, software stack, commit and the clocks it ran at."""
+        runtime = {"rocm": "HIP", "cuda": "CUDA"}.get(self.device.backend)
+        telemetry = (metric.extra.get("telemetry") or {}).get("after")
+        return {
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "device_name": self.device.name,
+            "torch": self.device.torch_version,
+            "runtime": f"{runtime} {self.device.runtime_version}" if runtime and self.device.runtime_version else None,
+            "driver": self.device.driver_version,
+            "libraries": dict(self.device.libraries),
+            "git_commit": self.commit(),
+            "telemetry": telemetry,
+        }
+
+    def write_baseline(self, metric: Metric) -> Metric:
+        """--update-baselines for one metric of a passed test: write, keep or refuse, and say which."""
+        entry = BaselineEntry(
+            value=metric.value,
+            unit=metric.unit,
+            better=metric.better,
+            dispersion=metric.dispersion,
+            samples=metric.samples,
+            provenance=self.provenance(metric),
+        )
+        threshold = self.threshold(metric.name)
+        try:
+            decision = self.store.update(metric.name, entry, lambda old, new: decide_update(old, new, threshold))
+        except BaselineError as exc:
+            return metric.with_verdict("not-recorded", str(exc))
+        return metric.with_verdict(decision.verdict, decision.message)
+
+    def close(self) -> None:
+        if self._telemetry is not None:
+            self._telemetry.close()
+
+
+class PerfRecorder:
+    """The `perf` fixture: measure work, then record it as a gated metric of this test."""
+
+    def __init__(
+        self,
+        context: PerfContext,
+        item: pytest.Item,
+        metrics: MetricRecorder,
+        torch_device: Callable[[], Any],
+    ) -> None:
+        self.context = context
+        self._item = item
+        self._metrics = metrics
+        self._torch_device = torch_device
+        self.state = item.stash.setdefault(ITEM_STATE_KEY, ItemPerfState())
+
+    @property
+    def device(self) -> DeviceInfo:
+        return self.context.device
+
+    @property
+    def scale(self) -> str:
+        """'full' on a GPU (the issue's sizes), 'tiny' on the CPU (CI-sized)."""
+        return self.context.scale
+
+    def rotation(self, make_set: Callable[[int], T], set_bytes: int) -> Rotation[T]:
+        """Operand sets, built by make_set(i), enough that together they exceed every cache."""
+        defeat = cache_defeat_bytes(self.device.l2_cache_bytes, self.device.last_level_cache_bytes)
+        return Rotation([make_set(i) for i in range(rotation_count(set_bytes, defeat))])
+
+    def _telemetry(self) -> dict[str, Any] | None:
+        sample = self.context.telemetry.sample()
+        return None if sample is None else sample.to_dict()
+
+    def measure_interleaved(
+        self, fns: Mapping[str, Callable[[], Any]], clock: Clock | None = None, **plan: Any
+    ) -> dict[str, Measurement]:
+        """Time functions in alternating rounds; `plan` changes TimingPlan fields (window_s=2.0, ...)."""
+        from rocm_validate.perf.timing import clock_for, measure_interleaved
+
+        before = self._telemetry()
+        timings = measure_interleaved(fns, self.context.plan(**plan), clock or clock_for(self._torch_device()))
+        telemetry = {
+            "source": self.context.telemetry.source,
+            "reason": self.context.telemetry.reason,
+            "before": before,
+            "after": self._telemetry(),
+        }
+        return {name: Measurement(timing, telemetry) for name, timing in timings.items()}
+
+    def measure(self, fn: Callable[[], Any], clock: Clock | None = None, **plan: Any) -> Measurement:
+        """Warm up and time `fn` (see rocm_validate.perf.timing); `plan` changes TimingPlan fields."""
+        return self.measure_interleaved({"": fn}, clock, **plan)[""]
+
+    def throughput(
+        self, name: str, measured: Measurement, work: float, unit: str, peak: str | None = None
+    ) -> Metric:
+        """Record `work` (per call, in the unit's work unit) over the measured window as a rate."""
+        if unit not in THROUGHPUT_UNITS:
+            raise ValueError(f"{name}: unknown throughput unit {unit!r}; known: {', '.join(THROUGHPUT_UNITS)}")
+        divisor, work_unit = THROUGHPUT_UNITS[unit]
+        return self._timed(
+            name, measured, measured.timing.rate(work) / divisor, unit, "higher", peak, work=work, work_unit=work_unit
+        )
+
+    def latency(self, name: str, measured: Measurement, unit: str = "us") -> Metric:
+        """Record the mean time per call over the measured window (lower is better)."""
+        if unit not in LATENCY_UNITS:
+            raise ValueError(f"{name}: unknown latency unit {unit!r}; known: {', '.join(LATENCY_UNITS)}")
+        return self._timed(name, measured, measured.timing.summary.mean * LATENCY_UNITS[unit], unit, "lower", None)
+
+    def speedup(self, name: str, candidate: Measurement, reference: Measurement) -> Metric:
+        """Record how many times faster `candidate` ran than `reference`, measured interleaved:
+        the ratio of total times, with the spread of round-by-round ratios as its noise."""
+        ratios = paired_ratios(reference.timing.summary.seconds, candidate.timing.summary.seconds)
+        spread = SampleSummary(ratios, 1)
+        value = reference.timing.summary.mean / candidate.timing.summary.mean
+        extra = {
+            "timing": {"candidate": candidate.timing.details(), "reference": reference.timing.details()},
+            "telemetry": dict(candidate.telemetry),
+        }
+        return self.record(name, value, "x", "higher", dispersion=spread.dispersion, samples=len(ratios), extra=extra)
+
+    def _timed(
+        self, name: str, measured: Measurement, value: float, unit: str, better: str, peak: str | None, **work: Any
+    ) -> Metric:
+        timing = measured.timing
+        extra = {"timing": timing.details(), "telemetry": dict(measured.telemetry)}
+        return self.record(
+            name,
+            value,
+            unit,
+            better,
+            dispersion=timing.dispersion,
+            samples=timing.summary.rounds,
+            peak=peaks.peak_for(self.device, peak) if peak else None,
+            extra=extra,
+            **work,
+        )
+
+    def record(
+        self,
+        name: str,
+        value: float,
+        unit: str,
+        better: str,
+        *,
+        dispersion: float | None = None,
+        samples: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        **details: Any,
+    ) -> Metric:
+        """Record any value (peak memory, a ratio, seconds) as a gated metric of this test."""
+        __tracebackhide__ = True
+        if not _NAME.match(name):
+            raise ValueError(f"metric name {name!r} must match {NAME_PATTERN} (lower case, digits, . _ + -)")
+        if name in self.state.names or self.context.recorded.get(name, self._item.nodeid) != self._item.nodeid:
+            raise ValueError(f"metric {name} is recorded twice (also by {self.context.recorded.get(name)})")
+        self.context.recorded[name] = self._item.nodeid
+        self.state.names.add(name)
+        metric = self._metrics.build(
+            name, value, unit, better, suite="perf", dispersion=dispersion, samples=samples, extra=dict(extra or {}), **details
+        )
+        metric = self._gated(metric)
+        self._metrics.add(metric)
+        return metric
+
+    def _gated(self, metric: Metric) -> Metric:
+        threshold = self.context.threshold(metric.name)
+        gate_facts: dict[str, Any] = {"floor": threshold.floor, "k": threshold.k, "cap": threshold.cap}
+        if threshold.informational:
+            gate_facts["informational"] = threshold.informational
+        extra = {**metric.extra, "gate": gate_facts}
+        if not math.isfinite(metric.value) or metric.value <= 0:
+            message = f"{metric.name} measured {metric.value}: the measurement produced no positive finite number"
+            self.state.failures.append(message)
+            return metric.with_verdict("invalid", message, extra=extra)
+        reference = self.context.reference(metric.name)
+        judgement = gate.judge(metric, reference, threshold, self.device.device_key)
+        extra["gate"].update(judgement.details())
+        changes: dict[str, Any] = {
+            "baseline": reference.value if reference else None,
+            "ratio": judgement.ratio,
+            "threshold": judgement.bound,
+            "extra": extra,
+        }
+        if self.context.settings.update_baselines:
+            return metric.with_verdict("recorded", "", **changes)
+        message = "; ".join(m for m in (judgement.message, gate.noisy_run_note(metric, threshold)) if m)
+        if judgement.fails:
+            self.state.failures.append(f"{metric.name}: {judgement.message}")
+        elif judgement.verdict == "no-baseline":
+            self.state.missing.append(metric.name)
+        return metric.with_verdict(judgement.verdict, message, **changes)

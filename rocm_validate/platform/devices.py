@@ -1,0 +1,561 @@
+"""Device discovery: one frozen `DeviceInfo` per GPU (and one for the CPU), never crashing.
+
+Sources, in order: torch (always); for ROCm the amdsmi package, then `amd-smi static --json`,
+then `rocminfo`; for CUDA nvidia-ml-py. A probe that fails leaves its message in `errors`.
+Facts become decisions (fp8 formats, attention backends, BLAS default, device key) through the
+pure functions of `rocm_validate.platform.arch`; `build_gpu_info` is pure too and unit-tested with the
+properties of devices we do not have.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from rocm_validate.platform import amd_tools, arch
+from rocm_validate.platform.amd_tools import AmdGpuFacts
+
+VISIBILITY_VARIABLES = (
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "HSA_OVERRIDE_GFX_VERSION",
+)
+_SUBPROCESS_TIMEOUT_S = 20
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Everything a validation run states about one device. JSON keys are these field names."""
+
+    backend: str  # "rocm", "cuda" or "cpu"
+    index: int | None  # torch device index; None for the CPU
+    name: str
+    arch: str  # "gfx942", "sm_90", or the CPU model
+    device_key: str
+    arch_features: tuple[tuple[str, bool], ...] = ()  # sramecc / xnack, or CPU vector ISA
+    compute_units: int | None = None
+    memory_bytes: int | None = None
+    l2_cache_bytes: int | None = None
+    last_level_cache_bytes: int | None = None  # Infinity Cache (MALL) on MI300, L3 on CPUs
+    max_clock_mhz: int | None = None
+    max_memory_clock_mhz: int | None = None
+    driver_version: str | None = None
+    runtime_version: str | None = None  # HIP or CUDA version torch was built with
+    torch_version: str | None = None
+    collective_library: str | None = None  # "rccl" / "nccl"
+    collective_version: str | None = None
+    libraries: tuple[tuple[str, str], ...] = ()  # hipblaslt, cublas, cudnn, ... where exposed
+    compute_partition: str | None = None  # MI300: SPX, DPX, QPX, CPX
+    memory_partition: str | None = None  # MI300: NPS1, NPS4
+    visibility: tuple[tuple[str, str], ...] = ()
+    fp8_formats: tuple[str, ...] = ()
+    scaled_mm: bool = False
+    attention_backends: tuple[str, ...] = ("math",)
+    preferred_blas: str | None = None
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+    sources: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.backend != "cpu"
+
+    @property
+    def torch_device(self) -> str:
+        """The torch device string: 'cuda:0' (ROCm GPUs are 'cuda' devices in PyTorch) or 'cpu'."""
+        return "cpu" if self.backend == "cpu" else f"cuda:{self.index}"
+
+    @property
+    def flash_attention(self) -> bool:
+        return "flash" in self.attention_backends
+
+    @property
+    def mem_efficient_attention(self) -> bool:
+        return "mem_efficient" in self.attention_backends
+
+    @property
+    def memory_gib(self) -> float | None:
+        return None if self.memory_bytes is None else self.memory_bytes / 1024**3
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: pairs become objects, tuples lists, plus the derived attention flags."""
+        data = asdict(self)
+        for name in ("arch_features", "libraries", "visibility"):
+            data[name] = dict(getattr(self, name))
+        for name in ("fp8_formats", "attention_backends", "sources", "errors"):
+            data[name] = list(getattr(self, name))
+        data["flash_attention"] = self.flash_attention
+        data["mem_efficient_attention"] = self.mem_efficient_attention
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceInfo:
+        """Inverse of to_dict (derived keys ignored), for reports and worker hand-over."""
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            if spec.name not in data:
+                continue
+            value = data[spec.name]
+            if isinstance(value, Mapping):
+                value = tuple((str(k), v) for k, v in value.items())
+            elif isinstance(value, list):
+                value = tuple(value)
+            values[spec.name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TorchGpuFacts:
+    """What `torch.cuda.get_device_properties` says about one GPU (on ROCm or CUDA)."""
+
+    index: int
+    name: str
+    major: int
+    minor: int
+    total_memory: int
+    multi_processor_count: int
+    gcn_arch_name: str = ""
+    l2_cache_size: int | None = None
+    clock_rate_khz: int | None = None
+    memory_clock_rate_khz: int | None = None
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class StackFacts:
+    """Software facts shared by every GPU of the process."""
+
+    backend: str
+    torch_version: str
+    runtime_version: str | None
+    driver_version: str | None = None
+    collective_version: str | None = None
+    libraries: tuple[tuple[str, str], ...] = ()
+    flash_compiled: bool = True
+    mem_efficient_compiled: bool = True
+    cudnn_attention: bool = False
+    preferred_blas: str | None = None  # what torch reports, when it reports it
+    visible_archs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NvmlFacts:
+    """What nvidia-ml-py says about one GPU."""
+
+    driver_version: str | None = None
+    max_clock_mhz: int | None = None
+    max_memory_clock_mhz: int | None = None
+    pci_bus_id: str | None = None
+
+
+@dataclass
+class _Errors:
+    messages: list[str] = field(default_factory=list)
+
+    def run(self, probe: str, function: Callable[[], Any], default: Any = None) -> Any:
+        """Run one probe; anything it raises becomes a message, never a crash."""
+        try:
+            return function()
+        except BaseException as exc:  # noqa: BLE001 - native libraries raise anything
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            self.messages.append(f"{probe}: {type(exc).__name__}{': ' + text if text else ''}")
+            return default
+
+
+def visibility(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The device-visibility variables set in this environment."""
+    return tuple((name, env[name]) for name in VISIBILITY_VARIABLES if name in env)
+
+
+def gpu_arch(backend: str, facts: TorchGpuFacts) -> arch.GcnArch:
+    """ISA name and feature switches; gcnArchName is only meaningful on ROCm builds."""
+    if backend == "rocm" and facts.gcn_arch_name:
+        return arch.parse_gcn_arch(facts.gcn_arch_name)
+    return arch.GcnArch(arch.sm_arch(facts.major, facts.minor), ())
+
+
+def build_gpu_info(
+    facts: TorchGpuFacts,
+    stack: StackFacts,
+    env: Mapping[str, str],
+    amd: AmdGpuFacts | None = None,
+    nvml: NvmlFacts | None = None,
+    errors: Iterable[str] = (),
+) -> DeviceInfo:
+    """Combine torch's, the vendor tool's and the stack's facts into one DeviceInfo (pure)."""
+    backend = stack.backend
+    isa = gpu_arch(backend, facts)
+    gpu_arch_name = isa.name
+    if backend == "rocm" and amd is not None and amd.arch and not gpu_arch_name.startswith("gfx"):
+        gpu_arch_name = amd.arch
+    features = isa.features or (amd.arch_features if amd else ())
+    name = facts.name.strip()
+    if amd is not None and amd.market_name and (not name or name.lower().startswith(("device ", "amd radeon graphics"))):
+        name = amd.market_name
+    compute_partition = amd.compute_partition if amd else None
+    memory_partition = amd.memory_partition if amd else None
+    sources = ["torch"]
+    if amd is not None:
+        sources.append(amd.source)
+    if nvml is not None:
+        sources.append("nvidia-ml-py")
+    preferred = stack.preferred_blas
+    if backend == "rocm" and preferred is None:
+        preferred = arch.default_rocm_blas(list(stack.visible_archs) or [gpu_arch_name], stack.runtime_version)
+    return DeviceInfo(
+        backend=backend,
+        index=facts.index,
+        name=name,
+        arch=gpu_arch_name,
+        device_key=arch.device_key(backend, name, gpu_arch_name, compute_partition, memory_partition),
+        arch_features=features,
+        compute_units=facts.multi_processor_count or (amd.compute_units if amd else None),
+        memory_bytes=facts.total_memory or (amd.memory_bytes if amd else None),
+        l2_cache_bytes=facts.l2_cache_size or (amd.l2_cache_bytes if amd else None),
+        last_level_cache_bytes=_last_level_cache(backend, gpu_arch_name, facts, amd),
+        max_clock_mhz=_first(
+            amd.max_clock_mhz if amd else None,
+            nvml.max_clock_mhz if nvml else None,
+            _khz_to_mhz(facts.clock_rate_khz),
+        ),
+        max_memory_clock_mhz=_first(
+            amd.max_memory_clock_mhz if amd else None,
+            nvml.max_memory_clock_mhz if nvml else None,
+            _khz_to_mhz(facts.memory_clock_rate_khz),
+        ),
+        driver_version=_first(amd.driver_version if amd else None, nvml.driver_version if nvml else None, stack.driver_version),
+        runtime_version=stack.runtime_version,
+        torch_version=stack.torch_version,
+        collective_library="rccl" if backend == "rocm" else "nccl",
+        collective_version=stack.collective_version,
+        libraries=stack.libraries,
+        compute_partition=compute_partition,
+        memory_partition=memory_partition,
+        visibility=visibility(env),
+        fp8_formats=arch.fp8_formats(backend, gpu_arch_name),
+        scaled_mm=arch.scaled_mm_supported(backend, gpu_arch_name, stack.runtime_version),
+        attention_backends=arch.attention_backends(
+            backend, gpu_arch_name, stack.flash_compiled, stack.mem_efficient_compiled, stack.cudnn_attention
+        ),
+        preferred_blas=preferred,
+        pci_bus_id=_first(amd_tools.normalize_bdf(facts.pci_bus_id), amd.bdf if amd else None),
+        uuid=facts.uuid or (amd.uuid if amd else None),
+        sources=tuple(sources),
+        errors=tuple(errors),
+    )
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v not in (None, "", 0)), None)
+
+
+def _khz_to_mhz(khz: int | None) -> int | None:
+    return None if not khz else int(round(khz / 1000))
+
+
+def _last_level_cache(backend: str, gpu_arch: str, facts: TorchGpuFacts, amd: AmdGpuFacts | None) -> int | None:
+    """Infinity Cache from the tool, else from the per-arch table; on NVIDIA the L2 is last."""
+    if amd is not None and amd.last_level_cache_bytes and amd.last_level_cache_bytes != amd.l2_cache_bytes:
+        return amd.last_level_cache_bytes
+    return arch.infinity_cache_bytes(backend, gpu_arch) or facts.l2_cache_size or (amd.l2_cache_bytes if amd else None)
+
+
+# --- probes: each reads one source and raises freely; _Errors.run records failures ----------
+
+
+def _torch_gpu_facts(torch: Any, index: int) -> TorchGpuFacts:
+    props = torch.cuda.get_device_properties(index)
+    pci = None
+    if getattr(props, "pci_bus_id", None) is not None:
+        pci = f"{getattr(props, 'pci_domain_id', 0):04x}:{props.pci_bus_id:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+    uuid = getattr(props, "uuid", None)
+    return TorchGpuFacts(
+        index=index,
+        name=str(props.name),
+        major=int(props.major),
+        minor=int(props.minor),
+        total_memory=int(props.total_memory),
+        multi_processor_count=int(props.multi_processor_count),
+        gcn_arch_name=str(getattr(props, "gcnArchName", "") or ""),
+        l2_cache_size=getattr(props, "L2_cache_size", None),
+        clock_rate_khz=getattr(props, "clock_rate", None),
+        memory_clock_rate_khz=getattr(props, "memory_clock_rate", None),
+        pci_bus_id=pci,
+        uuid=str(uuid) if uuid is not None else None,
+    )
+
+
+def _package_version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _shared_library_version(stem: str, folders: Iterable[Path]) -> str | None:
+    """'libhipblaslt' in torch/lib or $ROCM_PATH/lib -> '0.12.60300' from the versioned file name."""
+    pattern = re.compile(rf"^{re.escape(stem)}\.so\.(\d+(?:\.\d+)+)$")
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        versions = sorted(m.group(1) for m in (pattern.match(p.name) for p in folder.iterdir()) if m)
+        if versions:
+            return versions[-1]
+    return None
+
+
+def _library_versions(torch: Any, backend: str, env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    found: dict[str, str | None] = {}
+    torch_lib = Path(torch.__file__).parent / "lib"
+    if backend == "rocm":
+        rocm_lib = Path(env.get("ROCM_PATH", "/opt/rocm")) / "lib"
+        for stem in ("libhipblaslt", "librocblas", "libMIOpen"):
+            found[stem[3:].lower()] = _shared_library_version(stem, (torch_lib, rocm_lib))
+        found["rocm"] = _read_text(Path(env.get("ROCM_PATH", "/opt/rocm")) / ".info" / "version")
+    elif backend == "cuda":
+        found["cublas"] = _package_version("nvidia-cublas", "nvidia-cublas-cu13", "nvidia-cublas-cu12")
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        found["cudnn"] = str(cudnn) if cudnn else None
+    found["triton"] = _package_version("triton", "pytorch-triton-rocm", "pytorch-triton")
+    return tuple((k, v) for k, v in sorted(found.items()) if v)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _preferred_blas(torch: Any, backend: str) -> str | None:
+    value = str(torch.backends.cuda.preferred_blas_library()).rsplit(".", 1)[-1].lower()
+    if backend == "rocm":
+        return {"cublaslt": "hipblaslt", "cublas": "rocblas", "ck": "ck"}.get(value, value)
+    return value
+
+
+def _run_tool(command: list[str]) -> str:
+    if shutil.which(command[0]) is None:
+        raise FileNotFoundError(f"{command[0]} not on PATH")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=_SUBPROCESS_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
+def _amdsmi_facts() -> list[AmdGpuFacts]:
+    """Facts from the amdsmi package; its import alone can raise KeyError/AttributeError/OSError."""
+    amdsmi = importlib.import_module("amdsmi")
+    amdsmi.amdsmi_init()
+    try:
+        found = []
+        for index, handle in enumerate(amdsmi.amdsmi_get_processor_handles()):
+            optional: dict[str, Any] = {}
+            for key, call in (
+                ("bdf", lambda h=handle: amdsmi.amdsmi_get_gpu_device_bdf(h)),
+                ("driver", lambda h=handle: amdsmi.amdsmi_get_gpu_driver_info(h)),
+                ("vram", lambda h=handle: amdsmi.amdsmi_get_gpu_vram_info(h)),
+                ("cache", lambda h=handle: amdsmi.amdsmi_get_gpu_cache_info(h)),
+                ("clock", lambda h=handle: amdsmi.amdsmi_get_clock_info(h, amdsmi.AmdSmiClkType.GFX)),
+                ("compute_partition", lambda h=handle: amdsmi.amdsmi_get_gpu_compute_partition(h)),
+                ("memory_partition", lambda h=handle: amdsmi.amdsmi_get_gpu_memory_partition(h)),
+            ):
+                try:
+                    optional[key] = call()
+                except Exception:  # noqa: BLE001 - a missing field is not a failed probe
+                    optional[key] = None
+            found.append(amd_tools.facts_from_amdsmi(index, amdsmi.amdsmi_get_gpu_asic_info(handle), **optional))
+        return found
+    finally:
+        amdsmi.amdsmi_shut_down()
+
+
+def _amd_facts(errors: _Errors) -> list[AmdGpuFacts]:
+    """amdsmi, else amd-smi, else rocminfo; rocminfo also fills the arch feature switches."""
+    facts = errors.run("amdsmi", _amdsmi_facts, [])
+    if not facts:
+        facts = errors.run("amd-smi", lambda: amd_tools.parse_amd_smi_static_json(_run_tool(["amd-smi", "static", "--json"])), [])
+    if not facts or not any(f.arch_features for f in facts):
+        extra = errors.run("rocminfo", lambda: amd_tools.parse_rocminfo(_run_tool(["rocminfo"])), [])
+        if not facts:
+            return extra
+        by_bdf = {f.bdf: f for f in extra if f.bdf}
+        facts = [amd_tools.merge_facts(f, by_bdf[f.bdf]) if f.bdf in by_bdf else f for f in facts]
+    return facts
+
+
+def _nvml_facts() -> dict[str, NvmlFacts]:
+    """nvidia-ml-py facts keyed by normalized PCI address."""
+    pynvml = importlib.import_module("pynvml")
+    pynvml.nvmlInit()
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+        found = {}
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            bus = pynvml.nvmlDeviceGetPciInfo(handle).busId
+            bus = bus.decode() if isinstance(bus, bytes) else str(bus)
+            bdf = amd_tools.normalize_bdf(bus[-12:])
+            found[bdf or str(i)] = NvmlFacts(
+                driver_version=driver,
+                max_clock_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                max_memory_clock_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
+                pci_bus_id=bdf,
+            )
+        return found
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _stack_facts(torch: Any, backend: str, env: Mapping[str, str], errors: _Errors, archs: tuple[str, ...]) -> StackFacts:
+    runtime = torch.version.hip if backend == "rocm" else torch.version.cuda
+    nccl = errors.run("nccl", lambda: ".".join(str(p) for p in torch.cuda.nccl.version()))
+    driver = None
+    if backend == "rocm":
+        driver = _read_text(Path("/sys/module/amdgpu/version"))
+    cuda_backends = torch.backends.cuda
+    return StackFacts(
+        backend=backend,
+        torch_version=str(torch.__version__),
+        runtime_version=str(runtime) if runtime else None,
+        driver_version=driver,
+        collective_version=nccl,
+        libraries=errors.run("libraries", lambda: _library_versions(torch, backend, env), ()),
+        flash_compiled=bool(errors.run("flash", cuda_backends.is_flash_attention_available, False)),
+        mem_efficient_compiled=bool(getattr(cuda_backends, "mem_efficient_sdp_enabled", lambda: True)()),
+        cudnn_attention=backend == "cuda" and bool(torch.backends.cudnn.is_available()),
+        preferred_blas=errors.run("preferred_blas", lambda: _preferred_blas(torch, backend)),
+        visible_archs=archs,
+    )
+
+
+def discover_gpus(torch: Any, env: Mapping[str, str]) -> list[DeviceInfo]:
+    """Every GPU torch can see, with vendor facts merged in."""
+    if not torch.cuda.is_available():
+        return []
+    backend = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+    errors = _Errors()
+    gpus = [_torch_gpu_facts(torch, i) for i in range(torch.cuda.device_count())]
+    stack = _stack_facts(torch, backend, env, errors, tuple(gpu_arch(backend, g).name for g in gpus))
+    amd_matched: list[AmdGpuFacts | None] = [None] * len(gpus)
+    nvml: dict[str, NvmlFacts] = {}
+    if backend == "rocm":
+        amd_matched = amd_tools.match_facts([g.pci_bus_id for g in gpus], _amd_facts(errors))
+    else:
+        nvml = errors.run("nvidia-ml-py", _nvml_facts, {})
+    return [
+        build_gpu_info(
+            facts,
+            stack,
+            env,
+            amd=amd_matched[i],
+            nvml=nvml.get(amd_tools.normalize_bdf(facts.pci_bus_id) or "") or nvml.get(str(i)),
+            errors=errors.messages,
+        )
+        for i, facts in enumerate(gpus)
+    ]
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _cpu_cache_bytes(level: int) -> int | None:
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    if not base.is_dir():
+        return None
+    for index in sorted(base.glob("index*")):
+        if _read_text(index / "level") == str(level) and _read_text(index / "type") in ("Unified", "Data"):
+            size = _read_text(index / "size")
+            return amd_tools.quantity_bytes(size.replace("K", " KB").replace("M", " MB")) if size else None
+    return None
+
+
+def _host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def discover_cpu(torch: Any | None, env: Mapping[str, str], errors: Iterable[str] = ()) -> DeviceInfo:
+    """The host CPU as a device: PyTorch's CPU kernels are validated like any other."""
+    model = _cpu_model()
+    capability = None
+    if torch is not None:
+        capability = str(torch.backends.cpu.get_cpu_capability()).lower()
+    blas = None
+    if torch is not None:
+        blas = "mkl" if torch.backends.mkl.is_available() else "openblas"
+    return DeviceInfo(
+        backend="cpu",
+        index=None,
+        name=model,
+        arch=model,
+        device_key=arch.device_key("cpu", model, model),
+        arch_features=((capability, True),) if capability else (),
+        compute_units=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        memory_bytes=_host_memory_bytes(),
+        l2_cache_bytes=_cpu_cache_bytes(2),
+        last_level_cache_bytes=_cpu_cache_bytes(3) or _cpu_cache_bytes(2),
+        torch_version=str(torch.__version__) if torch is not None else None,
+        visibility=visibility(env),
+        fp8_formats=arch.fp8_formats("cpu", model) if torch is not None else (),
+        scaled_mm=torch is not None and hasattr(torch, "_scaled_mm"),
+        attention_backends=arch.attention_backends("cpu", model, False, False, False),
+        preferred_blas=blas,
+        sources=("torch",) if torch is not None else ("os",),
+        errors=tuple(errors),
+    )
+
+
+def discover_devices(env: Mapping[str, str] | None = None) -> list[DeviceInfo]:
+    """All GPUs, then the CPU. Never raises: failed probes are listed in each device's errors."""
+    env = dict(os.environ if env is None else env)
+    errors = _Errors()
+    torch = errors.run("torch", lambda: importlib.import_module("torch"))
+    if torch is None:
+        return [discover_cpu(None, env, errors.messages)]
+    gpus = errors.run("torch.cuda", lambda: discover_gpus(torch, env), [])
+    return [*gpus, discover_cpu(torch, env, errors.messages)]
+
+
+def select_device(devices: list[DeviceInfo], wanted: int | str | None) -> DeviceInfo:
+    """The device a run validates: an index, 'cpu', or (None) the first GPU else the CPU.
+
+    Raises LookupError naming what exists when the index is not there.
+    """
+    gpus = [d for d in devices if d.is_gpu]
+    cpu = next(d for d in devices if not d.is_gpu)
+    if wanted == "cpu":
+        return cpu
+    if wanted is None:
+        return gpus[0] if gpus else cpu
+    match = next((d for d in gpus if d.index == wanted), None)
+    if match is None:
+        found = ", ".join(f"{d.index} ({d.name})" for d in gpus) or "no GPU"
+        raise LookupError(f"--rocm-device={wanted}: no such GPU; found {found}. Use one of those indices or 'cpu'.")
+    return match

@@ -1,0 +1,106 @@
+"""Datasheet peaks per device, so every throughput says how far it is from what the part can do.
+
+All figures are dense (no structured sparsity: datasheets that print sparse figures are halved
+here), per device PyTorch sees (an MI250X is two devices, one per GCD), in the units metrics
+use: TFLOP/s for math, GB/s (10^9 bytes) for memory and the host link (one direction).
+`fp32` is the rate an FP32 GEMM reaches with TF32 off: matrix cores on CDNA, CUDA cores on
+NVIDIA. A row is matched by a pattern on the device name *and* an architecture, so a renamed
+or cut-down part (MI308X, MI300X VF is matched as MI300X on purpose) never borrows a sibling's peak.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rocm_validate.platform.devices import DeviceInfo
+
+KINDS = ("bf16", "fp16", "fp32", "fp8", "memory", "host_link")
+
+_AMD_SPECS = "https://www.amd.com/en/products/accelerators/instinct"
+_NVIDIA_SPECS = "https://www.nvidia.com/en-us/data-center"
+
+
+@dataclass(frozen=True)
+class DevicePeaks:
+    """One product's datasheet peaks (see the module docstring for units and conventions)."""
+
+    product: str
+    pattern: str  # regular expression searched in the lower-cased device name
+    arch: str  # the architecture the device must report
+    bf16: float
+    fp16: float
+    fp32: float
+    fp8: float | None
+    memory: float  # HBM bandwidth
+    host_link: float | None  # PCIe, one direction; None on an APU
+    xcds: int  # compute dies that partition modes divide (MI300: 8 XCDs; 1 where none)
+    source: str
+
+    def value(self, kind: str) -> float | None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown peak kind {kind!r}; known: {', '.join(KINDS)}")
+        return getattr(self, kind)
+
+
+PEAKS: tuple[DevicePeaks, ...] = (
+    # AMD: compute peaks are CUs x peak engine clock x FLOPs per CU per clock, as the datasheets print them.
+    DevicePeaks("AMD Instinct MI300X", r"\bmi300x\b", "gfx942", 1307.4, 1307.4, 163.4, 2614.9, 5300.0, 64.0, 8, f"{_AMD_SPECS}/mi300/mi300x.html"),
+    DevicePeaks("AMD Instinct MI325X", r"\bmi325x\b", "gfx942", 1307.4, 1307.4, 163.4, 2614.9, 6000.0, 64.0, 8, f"{_AMD_SPECS}/mi300/mi325x.html"),
+    DevicePeaks("AMD Instinct MI300A", r"\bmi300a\b", "gfx942", 980.6, 980.6, 122.6, 1961.2, 5300.0, None, 6, f"{_AMD_SPECS}/mi300/mi300a.html"),
+    DevicePeaks("AMD Instinct MI355X", r"\bmi355x\b", "gfx950", 2516.6, 2516.6, 157.3, 5033.2, 8000.0, 64.0, 8, f"{_AMD_SPECS}/mi350/mi355x.html"),
+    DevicePeaks("AMD Instinct MI350X", r"\bmi350x\b", "gfx950", 2306.9, 2306.9, 144.2, 4613.7, 8000.0, 64.0, 8, f"{_AMD_SPECS}/mi350/mi350x.html"),
+    # MI250X / MI250: the datasheet figure covers two GCDs; PyTorch sees each GCD as a device.
+    DevicePeaks("AMD Instinct MI250X (one GCD)", r"\bmi250x\b", "gfx90a", 191.5, 191.5, 47.9, None, 1638.4, 32.0, 1, f"{_AMD_SPECS}/mi200/mi250x.html"),
+    DevicePeaks("AMD Instinct MI250 (one GCD)", r"\bmi250\b", "gfx90a", 181.0, 181.0, 45.3, None, 1638.4, 32.0, 1, f"{_AMD_SPECS}/mi200/mi250.html"),
+    # NVIDIA: tensor-core figures are the datasheet's "with sparsity" numbers halved.
+    DevicePeaks("NVIDIA H100 SXM", r"\bh100\b(?!.*\b(pcie|nvl)\b)", "sm_90", 989.5, 989.5, 67.0, 1979.0, 3350.0, 64.0, 1, f"{_NVIDIA_SPECS}/h100/"),
+    DevicePeaks("NVIDIA H100 PCIe", r"\bh100\b.*\bpcie\b", "sm_90", 756.5, 756.5, 51.0, 1513.0, 2000.0, 64.0, 1, f"{_NVIDIA_SPECS}/h100/"),
+    DevicePeaks("NVIDIA H100 NVL", r"\bh100\b.*\bnvl\b", "sm_90", 835.5, 835.5, 60.0, 1670.5, 3900.0, 64.0, 1, f"{_NVIDIA_SPECS}/h100/"),
+    DevicePeaks("NVIDIA H200 SXM", r"\bh200\b(?!.*\bnvl\b)", "sm_90", 989.5, 989.5, 67.0, 1979.0, 4800.0, 64.0, 1, f"{_NVIDIA_SPECS}/h200/"),
+    DevicePeaks("NVIDIA H200 NVL", r"\bh200\b.*\bnvl\b", "sm_90", 835.5, 835.5, 60.0, 1670.5, 4800.0, 64.0, 1, f"{_NVIDIA_SPECS}/h200/"),
+    DevicePeaks("NVIDIA A100 SXM4 80GB", r"\ba100\b.*\bsxm4?\b.*\b80gb\b", "sm_80", 312.0, 312.0, 19.5, None, 2039.0, 32.0, 1, f"{_NVIDIA_SPECS}/a100/"),
+    DevicePeaks("NVIDIA A100 SXM4 40GB", r"\ba100\b.*\bsxm4?\b.*\b40gb\b", "sm_80", 312.0, 312.0, 19.5, None, 1555.0, 32.0, 1, f"{_NVIDIA_SPECS}/a100/"),
+    DevicePeaks("NVIDIA A100 80GB PCIe", r"\ba100\b.*\b80gb\b.*\bpcie\b", "sm_80", 312.0, 312.0, 19.5, None, 1935.0, 32.0, 1, f"{_NVIDIA_SPECS}/a100/"),
+)
+
+# Partitions of a device in each compute mode (CPX gives every XCD its own device).
+_PARTITIONS = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4}
+
+
+def find_peaks(name: str, arch: str) -> DevicePeaks | None:
+    """The datasheet row for a device name and architecture; None for unlisted devices."""
+    text = name.lower()
+    for row in PEAKS:
+        if row.arch == arch and re.search(row.pattern, text):
+            return row
+    return None
+
+
+def partition_share(row: DevicePeaks, compute_partition: str | None) -> float | None:
+    """Fraction of the package one partition gets: 1 for SPX (or none), 1/8 for CPX on MI300X."""
+    mode = (compute_partition or "spx").strip().lower()
+    if mode in ("", "n/a"):
+        mode = "spx"
+    count = row.xcds if mode == "cpx" else _PARTITIONS.get(mode)
+    if count is None or count > row.xcds:
+        return None
+    return 1.0 / count
+
+
+def peak_for(device: DeviceInfo, kind: str) -> float | None:
+    """The datasheet peak of `kind` for the device, or None where the datasheet says nothing.
+
+    A compute partition gets its share of the math peaks; memory bandwidth per partition is not
+    on any datasheet, so a partitioned device has no memory peak. The host link is per device.
+    """
+    row = find_peaks(device.name, device.arch)
+    if row is None:
+        return None
+    value = row.value(kind)
+    if value is None or kind == "host_link":
+        return value
+    share = partition_share(row, device.compute_partition)
+    if share is None or (kind == "memory" and share != 1.0):
+        return None
+    return round(value * share, 2)

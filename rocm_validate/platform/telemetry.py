@@ -1,0 +1,260 @@
+"""Clocks, temperature and power around each measurement, so throttling is told apart from a
+software regression.
+
+Sources: amdsmi (ROCm) and nvidia-ml-py's `pynvml` (CUDA). Either may be missing or refuse a
+query (virtual machines, containers without the management device); then telemetry is
+`None` with the reason, and measurements go on. The functions that turn raw readings into a
+`TelemetrySample` are pure and unit-tested with the dictionaries the libraries return.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping, Protocol
+
+from rocm_validate.platform.amd_tools import normalize_bdf
+from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
+
+# nvmlClocksEventReasons bits (nvml.h); "idle" and "applications-clocks" are not slowdowns.
+NVML_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "idle"),
+    (0x2, "applications-clocks"),
+    (0x4, "sw-power-cap"),
+    (0x8, "hw-slowdown"),
+    (0x10, "sync-boost"),
+    (0x20, "sw-thermal"),
+    (0x40, "hw-thermal"),
+    (0x80, "hw-power-brake"),
+    (0x100, "display-clock"),
+)
+_NOT_SLOWDOWN = frozenset({"idle", "applications-clocks", "display-clock"})
+
+
+@dataclass(frozen=True)
+class TelemetrySample:
+    """One reading of the device's operating point."""
+
+    clock_mhz: float | None = None  # SM (NVIDIA) / GFX (AMD) clock
+    memory_clock_mhz: float | None = None
+    temperature_c: float | None = None  # GPU core (NVIDIA) / hotspot (AMD)
+    power_w: float | None = None
+    reasons: tuple[str, ...] = ()  # active clock-limiting reasons, where the library says
+
+    @property
+    def slowdowns(self) -> tuple[str, ...]:
+        """Reasons that actually lower clocks (power cap, thermal, hardware slowdown)."""
+        return tuple(r for r in self.reasons if r not in _NOT_SLOWDOWN)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["reasons"] = list(self.reasons)
+        data["slowdowns"] = list(self.slowdowns)
+        return data
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from a reading; 'N/A', None, negatives and garbage become None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        numbers = [n for n in (_number(v) for v in value) if n is not None]
+        return max(numbers) if numbers else None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def decode_nvml_reasons(mask: int | None) -> tuple[str, ...]:
+    """nvmlDeviceGetCurrentClocksEventReasons bit mask -> reason names."""
+    if not mask:
+        return ()
+    return tuple(name for bit, name in NVML_REASONS if mask & bit)
+
+
+def nvml_sample(readings: Mapping[str, Any]) -> TelemetrySample:
+    """Readings taken with pynvml: sm_clock / mem_clock (MHz), temperature (C), power_mw, reasons mask."""
+    power_mw = _number(readings.get("power_mw"))
+    return TelemetrySample(
+        clock_mhz=_number(readings.get("sm_clock")),
+        memory_clock_mhz=_number(readings.get("mem_clock")),
+        temperature_c=_number(readings.get("temperature")),
+        power_w=None if power_mw is None else power_mw / 1000.0,
+        reasons=decode_nvml_reasons(readings.get("reasons")),
+    )
+
+
+def _clock_of(info: Any) -> float | None:
+    """amdsmi_get_clock_info result: 'clk' (ROCm 6+) or 'cur_clk' (ROCm 5.7)."""
+    if not isinstance(info, Mapping):
+        return _number(info)
+    return _number(info.get("clk", info.get("cur_clk")))
+
+
+def _watts(value: Any) -> float | None:
+    """amdsmi reports watts; some releases and fields report microwatts (values above 100 kW)."""
+    number = _number(value)
+    if number is None:
+        return None
+    return number / 1e6 if number > 1e5 else number
+
+
+def _celsius(value: Any) -> float | None:
+    """amdsmi reports degrees C; rocm-smi-era readings are millidegrees (values above 1000)."""
+    number = _number(value)
+    if number is None:
+        return None
+    return number / 1000.0 if number > 1000 else number
+
+
+def amdsmi_sample(gfx_clock: Any, memory_clock: Any, temperature: Any, power: Any) -> TelemetrySample:
+    """Readings from amdsmi_get_clock_info (GFX, MEM), amdsmi_get_temp_metric (HOTSPOT) and
+    amdsmi_get_power_info. MI300 reports only the current socket power, older parts the average."""
+    watts = None
+    if isinstance(power, Mapping):
+        watts = _watts(power.get("current_socket_power"))
+        if watts is None:
+            watts = _watts(power.get("average_socket_power"))
+    return TelemetrySample(
+        clock_mhz=_clock_of(gfx_clock),
+        memory_clock_mhz=_clock_of(memory_clock),
+        temperature_c=_celsius(temperature),
+        power_w=watts,
+    )
+
+
+class Telemetry(Protocol):
+    """A source of samples for one device; `reason` says why there are none."""
+
+    source: str
+    reason: str
+
+    def sample(self) -> TelemetrySample | None: ...
+
+    def close(self) -> None: ...
+
+
+class NoTelemetry:
+    """No telemetry for this device, and why."""
+
+    source = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def sample(self) -> TelemetrySample | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class _Reader:
+    """Shared behaviour: a reading that fails turns the source off with the reason, once."""
+
+    def __init__(self, source: str, read: Callable[[], TelemetrySample], close: Callable[[], None]) -> None:
+        self.source = source
+        self._read = read
+        self._close = close
+        self.reason = ""
+
+    def sample(self) -> TelemetrySample | None:
+        if self.reason:
+            return None
+        try:
+            return self._read()
+        except Exception as exc:  # noqa: BLE001 - a management library failing must not fail a measurement
+            self.reason = f"{self.source} reading failed: {type(exc).__name__}: {exc}"
+            return None
+
+    def close(self) -> None:
+        try:
+            self._close()
+        except Exception:  # noqa: BLE001 - shutting a monitoring library down is best effort
+            return None
+
+
+def _nvml_handle(pynvml: Any, device: DeviceInfo, env: Mapping[str, str]) -> Any:
+    """The NVML handle of `device`: by PCI address, then UUID, then (no remapping) index."""
+    if device.pci_bus_id:  # bytes: accepted by every nvidia-ml-py release, old or new
+        return pynvml.nvmlDeviceGetHandleByPciBusId(device.pci_bus_id.encode())
+    if device.uuid:
+        uuid = device.uuid if device.uuid.startswith("GPU-") else f"GPU-{device.uuid}"
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid.encode())
+    if any(env.get(name) for name in VISIBILITY_VARIABLES):
+        raise LookupError("no PCI address or UUID, and a visibility variable renumbers GPUs")
+    return pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+
+
+def _open_nvml(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
+    pynvml = importlib.import_module("pynvml")
+    pynvml.nvmlInit()
+    try:
+        handle = _nvml_handle(pynvml, device, env)
+    except BaseException:
+        pynvml.nvmlShutdown()
+        raise
+    reasons_call = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+    )
+
+    def read() -> TelemetrySample:
+        return nvml_sample(
+            {
+                "sm_clock": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+                "mem_clock": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+                "temperature": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+                "power_mw": pynvml.nvmlDeviceGetPowerUsage(handle),
+                "reasons": reasons_call(handle),
+            }
+        )
+
+    return _Reader("nvidia-ml-py", read, pynvml.nvmlShutdown)
+
+
+def _open_amdsmi(device: DeviceInfo) -> Telemetry:
+    amdsmi = importlib.import_module("amdsmi")
+    amdsmi.amdsmi_init()
+    wanted = normalize_bdf(device.pci_bus_id)
+    handles = list(amdsmi.amdsmi_get_processor_handles())
+    matches = [h for h in handles if wanted and normalize_bdf(amdsmi.amdsmi_get_gpu_device_bdf(h)) == wanted]
+    if not matches:
+        amdsmi.amdsmi_shut_down()
+        raise LookupError(f"no amdsmi device at PCI address {device.pci_bus_id or 'unknown'}")
+    handle = matches[0]
+
+    def read() -> TelemetrySample:
+        return amdsmi_sample(
+            amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.GFX),
+            amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.MEM),
+            amdsmi.amdsmi_get_temp_metric(
+                handle, amdsmi.AmdSmiTemperatureType.HOTSPOT, amdsmi.AmdSmiTemperatureMetric.CURRENT
+            ),
+            amdsmi.amdsmi_get_power_info(handle),
+        )
+
+    return _Reader("amdsmi", read, amdsmi.amdsmi_shut_down)
+
+
+def open_telemetry(device: DeviceInfo, env: Mapping[str, str] | None = None) -> Telemetry:
+    """Telemetry for `device`; never raises: a missing library or device gives NoTelemetry(reason)."""
+    if not device.is_gpu:
+        return NoTelemetry("the CPU has no clock telemetry here")
+    library = "amdsmi" if device.backend == "rocm" else "nvidia-ml-py"
+    try:
+        if device.backend == "rocm":
+            telemetry = _open_amdsmi(device)
+        else:
+            telemetry = _open_nvml(device, dict(os.environ if env is None else env))
+    except ModuleNotFoundError:
+        return NoTelemetry(f"{library} is not installed; pip install rocm-validate[{'amd' if library == 'amdsmi' else 'nvidia'}]")
+    except Exception as exc:  # noqa: BLE001 - any library failure just means no telemetry
+        return NoTelemetry(f"{library} unavailable: {type(exc).__name__}: {exc}")
+    if telemetry.sample() is None:
+        telemetry.close()
+        return NoTelemetry(telemetry.reason)
+    return telemetry

@@ -1,0 +1,270 @@
+"""What a run tells its reader: the header that reproduces it, the metrics table, the JSON report."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any, Iterable
+
+from rocm_validate import __version__
+from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
+from rocm_validate.results.metrics import Metric, format_number
+from rocm_validate.core.options import Settings
+
+_NUMBER = {"type": ["number", "null"]}
+_STRING = {"type": ["string", "null"]}
+_INTEGER = {"type": ["integer", "null"]}
+
+DEVICE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["backend", "index", "name", "arch", "device_key", "fp8_formats", "errors"],
+    "properties": {
+        "backend": {"enum": ["rocm", "cuda", "cpu"]},
+        "index": _INTEGER,
+        "name": {"type": "string"},
+        "arch": {"type": "string"},
+        "device_key": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"},
+        "arch_features": {"type": "object", "additionalProperties": {"type": "boolean"}},
+        "compute_units": _INTEGER,
+        "memory_bytes": _INTEGER,
+        "l2_cache_bytes": _INTEGER,
+        "last_level_cache_bytes": _INTEGER,
+        "max_clock_mhz": _INTEGER,
+        "max_memory_clock_mhz": _INTEGER,
+        "driver_version": _STRING,
+        "runtime_version": _STRING,
+        "torch_version": _STRING,
+        "collective_library": _STRING,
+        "collective_version": _STRING,
+        "libraries": {"type": "object", "additionalProperties": {"type": "string"}},
+        "compute_partition": _STRING,
+        "memory_partition": _STRING,
+        "visibility": {"type": "object", "additionalProperties": {"type": "string"}},
+        "fp8_formats": {"type": "array", "items": {"type": "string"}},
+        "scaled_mm": {"type": "boolean"},
+        "attention_backends": {"type": "array", "items": {"type": "string"}},
+        "flash_attention": {"type": "boolean"},
+        "mem_efficient_attention": {"type": "boolean"},
+        "preferred_blas": _STRING,
+        "pci_bus_id": _STRING,
+        "uuid": _STRING,
+        "sources": {"type": "array", "items": {"type": "string"}},
+        "errors": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+DEVICES_SCHEMA: dict[str, Any] = {
+    "title": "rocm-validate devices",
+    "type": "object",
+    "required": ["schema", "devices"],
+    "properties": {
+        "schema": {"const": "rocm-validate/devices/1"},
+        "devices": {"type": "array", "items": DEVICE_SCHEMA},
+    },
+}
+
+METRIC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "value", "unit", "better", "verdict"],
+    "properties": {
+        "name": {"type": "string"},
+        "value": _NUMBER,
+        "unit": {"type": "string"},
+        "better": {"enum": ["higher", "lower"]},
+        "baseline": _NUMBER,
+        "ratio": _NUMBER,
+        "peak": _NUMBER,
+        "percent_of_peak": _NUMBER,
+        "verdict": {"type": "string"},
+        "message": {"type": "string"},
+    },
+}
+
+REPORT_SCHEMA: dict[str, Any] = {
+    "title": "rocm-validate report",
+    "type": "object",
+    "required": ["schema", "created", "command", "device", "environment", "settings", "summary", "tests", "metrics"],
+    "properties": {
+        "schema": {"const": "rocm-validate/report/1"},
+        "created": {"type": "string"},
+        "command": {"type": "string"},
+        "exit_status": {"type": "integer"},
+        "device": {"anyOf": [DEVICE_SCHEMA, {"type": "null"}]},
+        "environment": {"type": "object"},
+        "settings": {"type": "object"},
+        "summary": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["nodeid", "outcome", "duration_s"],
+                "properties": {
+                    "nodeid": {"type": "string"},
+                    "suite": _STRING,
+                    "outcome": {"enum": ["passed", "failed", "skipped", "error", "xfailed", "xpassed"]},
+                    "duration_s": {"type": "number"},
+                    "message": {"type": "string"},
+                    "metrics": {"type": "array", "items": METRIC_SCHEMA},
+                },
+            },
+        },
+        "metrics": {"type": "array", "items": METRIC_SCHEMA},
+    },
+}
+
+
+@dataclass
+class TestResult:
+    """The outcome of one test across its setup, call and teardown phases."""
+
+    nodeid: str
+    suite: str | None = None
+    outcome: str = "passed"
+    duration_s: float = 0.0
+    message: str = ""
+    metrics: list[Metric] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "suite": self.suite,
+            "outcome": self.outcome,
+            "duration_s": round(self.duration_s, 6),
+            "message": self.message,
+            "metrics": [m.to_dict() for m in self.metrics],
+        }
+
+
+def device_summary(device: DeviceInfo) -> str:
+    """'NVIDIA H100 80GB HBM3 (cuda:0, sm_90, key nvidia-h100-80gb-hbm3-sm90)'."""
+    parts = [device.torch_device, *([device.arch] if device.is_gpu else []), f"key {device.device_key}"]
+    if device.compute_partition or device.memory_partition:
+        parts.append("/".join(p for p in (device.compute_partition, device.memory_partition) if p))
+    return f"{device.name} ({', '.join(parts)})"
+
+
+def stack_summary(device: DeviceInfo) -> str:
+    runtime = {"rocm": "HIP", "cuda": "CUDA"}.get(device.backend)
+    items = [f"torch {device.torch_version}"]
+    if runtime:
+        items.append(f"{runtime} {device.runtime_version or 'unknown'}")
+    if device.driver_version:
+        items.append(f"driver {device.driver_version}")
+    if device.fp8_formats:
+        items.append("fp8 " + "/".join(device.fp8_formats))
+    if device.preferred_blas:
+        items.append(f"blas {device.preferred_blas}")
+    return ", ".join(items)
+
+
+def rerun_command(settings: Settings, device: DeviceInfo | None) -> str:
+    """The command line that repeats this run's choices."""
+    words = ["pytest", f"--rocm-suite={','.join(sorted(settings.suites))}"]
+    chosen = settings.device
+    if chosen is None and device is not None:
+        chosen = "cpu" if not device.is_gpu else device.index
+    if chosen is not None:
+        words.append(f"--rocm-device={chosen}")
+    words.append(f"--rocm-baselines={settings.baselines_dir}")
+    if settings.strict:
+        words.append("--rocm-strict")
+    return shlex.join(words)
+
+
+def header_lines(settings: Settings, device: DeviceInfo | None) -> list[str]:
+    """pytest header: suites, baselines and (when known) the device and its software stack."""
+    mode = "update baselines" if settings.update_baselines else ("strict" if settings.strict else "gate")
+    lines = [
+        f"rocm-validate {__version__}: suites {','.join(sorted(settings.suites))}; "
+        f"baselines {settings.baselines_dir}; mode {mode}"
+    ]
+    if device is not None:
+        lines.append(f"rocm-validate device: {device_summary(device)}; {stack_summary(device)}")
+        for variable, value in device.visibility:
+            lines.append(f"rocm-validate visibility: {variable}={value}")
+        if device.errors:
+            lines.append(f"rocm-validate probes that failed: {'; '.join(device.errors)}")
+        lines.append(f"rocm-validate rerun: {rerun_command(settings, device)}")
+    return lines
+
+
+_COLUMNS = ("metric", "value", "unit", "baseline", "ratio", "% peak", "verdict")
+
+
+def metric_rows(metrics: Iterable[Metric]) -> list[tuple[str, ...]]:
+    return [
+        (
+            m.name,
+            format_number(m.value),
+            m.unit,
+            format_number(m.baseline),
+            "-" if m.ratio is None else f"{m.ratio:.3f}",
+            "-" if m.percent_of_peak is None else f"{m.percent_of_peak:.1f}",
+            m.verdict,
+        )
+        for m in metrics
+    ]
+
+
+def metrics_table(metrics: list[Metric]) -> list[str]:
+    """A plain aligned table, one metric a row, followed by the messages that explain verdicts."""
+    rows = [_COLUMNS, *metric_rows(metrics)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    lines = ["  ".join(cell.ljust(widths[i]) if i in (0, 2, 6) else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    notes = [f"{m.name}: {m.message}" for m in metrics if m.message]
+    return lines + ([""] + notes if notes else [])
+
+
+def environment() -> dict[str, Any]:
+    """Interpreter, platform, key package versions and the variables that steer GPU libraries."""
+    packages = {}
+    for name in ("torch", "transformers", "numpy", "pytest", "hypothesis", "pytest-benchmark", "mlperf-logging", "triton"):
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    steering = [*VISIBILITY_VARIABLES, "TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_ROCM_FA_PREFER_CK", "PYTORCH_TUNABLEOP_ENABLED"]
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "rocm_validate": __version__,
+        "packages": packages,
+        "variables": {name: os.environ[name] for name in steering if name in os.environ},
+    }
+
+
+def build_report(
+    settings: Settings,
+    device: DeviceInfo | None,
+    results: list[TestResult],
+    command: list[str],
+    exit_status: int,
+) -> dict[str, Any]:
+    summary: dict[str, int] = {}
+    for result in results:
+        summary[result.outcome] = summary.get(result.outcome, 0) + 1
+    return {
+        "schema": "rocm-validate/report/1",
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(command),
+        "exit_status": int(exit_status),
+        "device": device.to_dict() if device is not None else None,
+        "environment": environment(),
+        "settings": {
+            "suites": sorted(settings.suites),
+            "update_baselines": settings.update_baselines,
+            "baselines_dir": str(settings.baselines_dir),
+            "device": settings.device_argument(),
+            "strict": settings.strict,
+        },
+        "summary": summary,
+        "tests": [r.to_dict() for r in results],
+        "metrics": [m.to_dict() for r in results for m in r.metrics],
+    }
