@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from dataclasses import replace
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from rocm_validate.results import jsonfile
-from rocm_validate.platform.devices import discover_devices, select_device
-from rocm_validate.perf.kernels import GEMM_CASES, GEMM_DTYPES, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
+from rocm_validate.perf.kernels import (
+    GEMM_CASES,
+    GEMM_DTYPES,
+    gemm_flops,
+    gemm_kernel,
+    gemm_operands,
+    gemm_set_bytes,
+)
 from rocm_validate.perf.timing import (
     GPU_PLAN,
     DeviceEventClock,
@@ -39,6 +44,8 @@ from rocm_validate.perf.timing import (
     rotation_count,
     sustained_changes,
 )
+from rocm_validate.platform.devices import discover_devices, select_device
+from rocm_validate.results import jsonfile
 
 COPY_BYTES = 2048 * 1024 * 1024
 RESULTS_SCHEMA: dict[str, Any] = {"title": "perf fidelity", "type": "object", "required": ["device", "rows"]}

@@ -11,11 +11,20 @@ from typing import Any, Generator
 
 import pytest
 
-from rocm_validate.core import hookspec, requirements as markers, options
+from rocm_validate.core import hookspec, options
+from rocm_validate.core import requirements as markers
+from rocm_validate.core.selection import suite_of, touches_suites
+from rocm_validate.core.session import (
+    PENDING_METRICS_KEY,
+    STATE_KEY,
+    SUITE_KEY,
+    RunState,
+    is_xdist_worker,
+    run_state,
+)
+from rocm_validate.errors import MarkerUsageError, UsageError
 from rocm_validate.results.metrics import metrics_from_properties, replace_properties
 from rocm_validate.results.report import TestResult
-from rocm_validate.core.selection import suite_of, touches_suites
-from rocm_validate.core.session import PENDING_METRICS_KEY, STATE_KEY, SUITE_KEY, RunState, is_xdist_worker, run_state
 
 pytest_plugins = ("rocm_validate.core.fixtures", "rocm_validate.perf.plugin", "rocm_validate.convergence.plugin")
 
@@ -55,7 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         try:
             suite = suite_of(item.path, config.rootpath, marker.args if marker else None)
         except ValueError as exc:
-            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+            raise UsageError(f"{item.nodeid}: {exc}") from None
         item.stash[SUITE_KEY] = suite
         if suite is None or suite in state.settings.suites:
             if suite is not None:
@@ -80,7 +89,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             continue
         try:
             reason = markers.skip_reason(marker.name, marker.args, device, devices)
-        except markers.MarkerUsageError as exc:
+        except MarkerUsageError as exc:
             pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
         if reason:
             pytest.skip(reason)

@@ -11,7 +11,12 @@ import json
 from pathlib import Path
 
 from rocm_validate.platform import amd_tools
-from rocm_validate.platform.devices import DeviceInfo, StackFacts, TorchGpuFacts, build_gpu_info
+from rocm_validate.platform.devices import (
+    DeviceInfo,
+    StackFacts,
+    TorchGpuFacts,
+    build_gpu_info,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "amd"
 ROCM_ENV = {"HIP_VISIBLE_DEVICES": "0"}

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_validate.errors import ToolOutputError
 from rocm_validate.platform import amd_tools
 
 FIXTURES = Path(__file__).parent / "fixtures" / "amd"
@@ -74,12 +75,12 @@ def test_the_in_box_driver_fallback_string_is_named_as_such():
 
 @pytest.mark.parametrize("text", ["", "{not json", "42"])
 def test_unreadable_amd_smi_output_is_a_named_error(text):
-    with pytest.raises(amd_tools.AmdToolOutputError, match="amd-smi"):
+    with pytest.raises(ToolOutputError, match="amd-smi"):
         amd_tools.parse_amd_smi_static_json(text)
 
 
 def test_rocminfo_without_agents_is_a_named_error():
-    with pytest.raises(amd_tools.AmdToolOutputError, match="HSA Agents"):
+    with pytest.raises(ToolOutputError, match="HSA Agents"):
         amd_tools.parse_rocminfo("ROCk module is NOT loaded")
 
 

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 from rocm_validate.cli import main as cli
-
 from rocm_validate.results import jsonfile
 from rocm_validate.results.report import DEVICES_SCHEMA
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from rocm_validate.results import jsonfile
 from rocm_validate.convergence.check import candidate_skip_reason, judge
-from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.convergence.minibert import CANDIDATES, PRESETS, preset_for
 from rocm_validate.convergence.mlperf import RcpVerdict, RunFacts, RunSetScore
-from rocm_validate.convergence.rcps import RcpUnavailable, build_rcp, load_rcp, rcp_path, write_rcp
+from rocm_validate.convergence.rcps import build_rcp, load_rcp, rcp_path, write_rcp
+from rocm_validate.errors import JsonFileError, RcpUnavailable
+from rocm_validate.platform.devices import DeviceInfo
 
 RECORD = {"batch_size": 128, "mean": 10_000.0, "stdev": 800.0, "min_acceptable_mean": 9_400.0, "max_speedup": 10_000 / 9_400}
 SPEC = PRESETS["cpu"]
@@ -157,12 +157,12 @@ def test_a_corrupt_rcp_file_is_an_error_naming_the_file_and_the_fix(tmp_path):
     path = rcp_path(tmp_path, "cpu-x")
     path.parent.mkdir(parents=True)
     path.write_text('{"bert_ref_32": {"Benchmark": "bert", "BS": 32')
-    with pytest.raises(jsonfile.JsonFileError, match=r"cpu-x.json is not valid JSON .* Record them again with: record-it"):
+    with pytest.raises(JsonFileError, match=r"cpu-x.json is not valid JSON .* Record them again with: record-it"):
         load_rcp(path, SPEC, "record-it")
 
 
 def test_rcps_with_fewer_than_three_runs_are_refused_before_writing(tmp_path):
     path = rcp_path(tmp_path, "cpu-x")
-    with pytest.raises(jsonfile.JsonFileError, match="refusing to write"):
+    with pytest.raises(JsonFileError, match="refusing to write"):
         write_rcp(path, build_rcp(SPEC, [960, 2240], "t", "2026", "CPU x"))
     assert not path.exists()

@@ -15,8 +15,8 @@ import torch
 
 from rocm_validate.convergence import minibert, mlperf
 from rocm_validate.convergence.check import MiniBertCheck
-from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.convergence.minibert import PRESETS, REFERENCE, Candidate, Trainer
+from rocm_validate.platform.devices import DeviceInfo
 
 SPEC = PRESETS["cpu"]
 SEEDS = 3

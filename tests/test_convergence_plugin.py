@@ -14,9 +14,9 @@ from transformers.models.bert import modeling_bert  # noqa: F401
 
 import rocm_validate.convergence.check  # noqa: F401
 import rocm_validate.convergence.rcps  # noqa: F401 - pytester's in-process runs drop the modules they import: a
+
 # second import of torch crashes, and a second rocm_validate.results.jsonfile has another JsonFileError class
 from rocm_validate.convergence.plugin import ProgressLine
-
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "convergence"
 RECORD = "test_reference_records_convergence_points"

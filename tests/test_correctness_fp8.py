@@ -8,12 +8,11 @@ import math
 import pytest
 import torch
 
-from rocm_validate.platform import arch
-
-from rocm_validate.workloads import fp8
 from rocm_validate.correctness.compare import sqnr_db
-from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
+from rocm_validate.platform import arch
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.workloads import fp8
 
 FORMATS = list(fp8.FORMATS.values())
 

@@ -14,7 +14,6 @@ from typing import Callable
 
 import pytest
 
-
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "correctness"
 

@@ -7,6 +7,12 @@ import math
 import pytest
 import torch
 
+from rocm_validate.correctness.optim_reference import (
+    AdamWConfig,
+    LambConfig,
+    ReferenceAdamW,
+    ReferenceLamb,
+)
 from rocm_validate.correctness.optimizers import (
     PARAM_SHAPES,
     check_adamw,
@@ -15,7 +21,6 @@ from rocm_validate.correctness.optimizers import (
     initial_params,
     run_torch_optimizer,
 )
-from rocm_validate.correctness.optim_reference import AdamWConfig, LambConfig, ReferenceAdamW, ReferenceLamb
 
 
 def _assert_same_run(make_torch, reference, start, grads, tolerance: float) -> None:

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.platform import arch
-from rocm_validate.correctness.attention import NAMED_CASES, AttentionCase, attention_skip_reason, named_case
+from rocm_validate.correctness.attention import (
+    NAMED_CASES,
+    AttentionCase,
+    attention_skip_reason,
+    named_case,
+)
 from rocm_validate.correctness.blas import blas_library, blas_skip_reason
+from rocm_validate.platform import arch
 from rocm_validate.platform.devices import DeviceInfo
-from rocm_validate.workloads.shapes import GEMM_SHAPES, attention_dtypes, attention_size, gemm_dtypes, gemm_problem
+from rocm_validate.workloads.shapes import (
+    GEMM_SHAPES,
+    attention_dtypes,
+    attention_size,
+    gemm_dtypes,
+    gemm_problem,
+)
 
 
 def _device(backend: str, arch_name: str, attention: tuple[str, ...]) -> DeviceInfo:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.correctness.tolerances import RULES, Tolerance, UnknownCheckError, tolerance_for
+from rocm_validate.correctness.tolerances import RULES, Tolerance, tolerance_for
+from rocm_validate.errors import UnknownCheckError
 
 
 def test_cuda_flash_uses_pytorchs_factors():

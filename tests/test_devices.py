@@ -6,10 +6,11 @@ import stat
 import sys
 from types import SimpleNamespace
 
+import fake_devices
 import pytest
 import torch
 
-import fake_devices
+from rocm_validate.errors import DeviceError
 from rocm_validate.platform import devices
 from rocm_validate.platform.devices import DeviceInfo
 
@@ -74,7 +75,7 @@ def test_visibility_variables_in_force_are_recorded():
 
 
 def test_selecting_a_missing_gpu_names_what_exists():
-    with pytest.raises(LookupError, match=r"no such GPU; found 0 \(AMD Instinct MI300X\)"):
+    with pytest.raises(DeviceError, match=r"no such GPU; found 0 \(AMD Instinct MI300X\)"):
         devices.select_device([fake_devices.mi300x(), fake_devices.cpu()], 3)
 
 

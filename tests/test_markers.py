@@ -1,9 +1,10 @@
 """Requirement markers decide skips from device facts and say need vs found."""
 
+import fake_devices
 import pytest
 
-import fake_devices
 from rocm_validate.core import requirements as markers
+from rocm_validate.errors import MarkerUsageError
 
 
 def reason(name, *args, device=None, devices=None):
@@ -48,5 +49,5 @@ def test_requires_memory_compares_gib():
 
 @pytest.mark.parametrize(("name", "args"), [("requires_devices", ("two",)), ("requires_memory", (-1,)), ("requires_arch", ())])
 def test_a_marker_with_wrong_arguments_is_a_usage_error(name, args):
-    with pytest.raises(markers.MarkerUsageError):
+    with pytest.raises(MarkerUsageError):
         reason(name, *args)

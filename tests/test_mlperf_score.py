@@ -15,6 +15,7 @@ from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.result_summarizer import result_summarizer
 
 from rocm_validate.convergence import mlperf
+from rocm_validate.errors import MlperfError
 
 
 def official(folder):
@@ -159,7 +160,7 @@ def test_an_rcp_file_for_another_benchmark_fails_the_set(tmp_path):
 def test_a_malformed_rcp_file_is_a_request_error_naming_it(tmp_path):
     rcp = tmp_path / "rcps.json"
     rcp.write_text(json.dumps({"bert_ref_64": {"Benchmark": "bert", "BS": 64}}))
-    with pytest.raises(mlperf.MlperfError, match="rcps.json does not match the mlperf-logging RCP schema"):
+    with pytest.raises(MlperfError, match="rcps.json does not match the mlperf-logging RCP schema"):
         mlperf.score_run_set(write_set(tmp_path / "runs", spread(5_000), batch=64), rcp_path=rcp)
 
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from rocm_validate.errors import ModelBuildError
 from rocm_validate.workloads import models
 
 
@@ -71,5 +72,5 @@ def test_dtype_and_attention_implementation_are_applied():
     ],
 )
 def test_a_bad_build_request_names_what_is_wrong(kwargs, message):
-    with pytest.raises(models.ModelBuildError, match=message.replace("(", r"\(")):
+    with pytest.raises(ModelBuildError, match=message.replace("(", r"\(")):
         models.build_model(**kwargs)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_validate.perf.baselines import BaselineEntry, BaselineError, BaselineStore, decide_update
+from rocm_validate.errors import BaselineError
+from rocm_validate.perf.baselines import BaselineEntry, BaselineStore, decide_update
 from rocm_validate.perf.gate import Threshold
 
 KEY = "amd-instinct-mi300x-gfx942"

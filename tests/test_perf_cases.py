@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.core import oom
-from rocm_validate.perf.kernels import ATTENTION_CASES, GEMM_CASES, attention_flops, gemm_flops
+from rocm_validate.perf.kernels import (
+    ATTENTION_CASES,
+    GEMM_CASES,
+    attention_flops,
+    gemm_flops,
+)
 
 
 def test_a_gemm_counts_a_multiply_and_an_add_per_term() -> None:

@@ -6,11 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rocm_validate.results import jsonfile
-from rocm_validate.perf.benchmark_json import BENCHMARK_SCHEMA, benchmark_document, benchmark_entry
-from rocm_validate.results.metrics import Metric
+from rocm_validate.perf.benchmark_json import (
+    BENCHMARK_SCHEMA,
+    benchmark_document,
+    benchmark_entry,
+)
 from rocm_validate.perf.stats import SampleSummary
 from rocm_validate.perf.timing import Timing
+from rocm_validate.results import jsonfile
+from rocm_validate.results.metrics import Metric
 
 
 def timed_metric() -> Metric:

@@ -12,7 +12,6 @@ from xml.etree import ElementTree
 
 import pytest
 
-
 REPO = Path(__file__).resolve().parents[1]
 KEY = "amd-instinct-mi300x-gfx942"
 MISSING = f"no baseline for gemm.bf16.8192x8192x8192 on {KEY}; run pytest --rocm-suite=perf --update-baselines"
@@ -332,8 +331,8 @@ def test_second(perf, timed):
 
 
 def test_several_xdist_workers_on_one_gpu_are_warned_about() -> None:
-    from rocm_validate.platform.devices import DeviceInfo
     from rocm_validate.perf.plugin import shared_device_warning
+    from rocm_validate.platform.devices import DeviceInfo
 
     gpu = DeviceInfo(backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942", device_key=KEY)
     cpu = DeviceInfo(backend="cpu", index=None, name="cpu", arch="cpu", device_key="cpu-x")
@@ -342,8 +341,8 @@ def test_several_xdist_workers_on_one_gpu_are_warned_about() -> None:
 
 
 def test_the_summary_shows_the_clock_temperature_and_power_range_of_the_run() -> None:
-    from rocm_validate.results.metrics import Metric
     from rocm_validate.perf.plugin import telemetry_line
+    from rocm_validate.results.metrics import Metric
 
     def measured(clock: float, watts: float, slowdowns: list[str]) -> Metric:
         after = {"clock_mhz": clock, "temperature_c": 60.0, "power_w": watts, "slowdowns": slowdowns}

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-
 REPO = Path(__file__).resolve().parents[1]
 LOOSE_CPU_BAND = "rocm_perf_thresholds=* backend=cpu floor=0.9 cap=0.95 k=1"
 

@@ -11,7 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from rocm_validate.perf import timing
-from rocm_validate.perf.stats import SampleSummary, combined_noise, paired_ratios, relative_noise
+from rocm_validate.perf.stats import (
+    SampleSummary,
+    combined_noise,
+    paired_ratios,
+    relative_noise,
+)
 from rocm_validate.perf.timing import Rotation, TimingPlan
 
 MIB = 1024 * 1024

@@ -4,6 +4,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import fake_devices
+
 from rocm_validate.results import jsonfile
 from rocm_validate.results.report import REPORT_SCHEMA
 

@@ -7,20 +7,21 @@ import sys
 from typing import Callable, Sequence
 
 from rocm_validate import __version__
-
 from rocm_validate.cli import mlperf_score
+from rocm_validate.errors import CommandError
 
 Command = Callable[[argparse.Namespace], int]
 
 
-class CommandError(Exception):
-    """A user error: printed as one line on stderr, exit status 2, no traceback."""
-
 
 def _devices(args: argparse.Namespace) -> int:
     from rocm_validate.platform.devices import discover_devices
-    from rocm_validate.results.report import DEVICES_SCHEMA, device_summary, stack_summary
     from rocm_validate.results import jsonfile
+    from rocm_validate.results.report import (
+        DEVICES_SCHEMA,
+        device_summary,
+        stack_summary,
+    )
 
     devices = discover_devices()
     if args.json:

@@ -67,9 +67,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rocm_validate.convergence.mlperf import score_run_set
+    from rocm_validate.errors import CommandError, MlperfError
     from rocm_validate.results import jsonfile
-    from rocm_validate.cli.main import CommandError
-    from rocm_validate.convergence.mlperf import MlperfError, score_run_set
 
     try:
         score = score_run_set(args.folder, args.ruleset, args.rcp, args.bert_train_samples, not args.no_compliance)

@@ -16,11 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocm_validate.convergence.mlperf import RunSetScore
+from rocm_validate.errors import ReferenceFailed
 
 if TYPE_CHECKING:
-    from rocm_validate.platform.devices import DeviceInfo
-    from rocm_validate.convergence.minibert import Candidate, MiniBertSpec, Progress, Trainer
+    from rocm_validate.convergence.minibert import (
+        Candidate,
+        MiniBertSpec,
+        Progress,
+        Trainer,
+    )
     from rocm_validate.convergence.rcps import StoredRcp
+    from rocm_validate.platform.devices import DeviceInfo
 
 VERDICTS = ("pass", "too-fast", "too-slow", "not-converged", "no-verdict")
 OLYMPIC_DROPS = 1  # runs olympic scoring may lose (BERT): a second unconverged run fails the set
@@ -157,9 +163,6 @@ def candidate_skip_reason(candidate: Candidate, device: DeviceInfo, fp8_module: 
             return "needs rocm_validate.workloads.fp8.convert_to_fp8_linear, found no rocm_validate.workloads.fp8 in this installation"
     return None
 
-
-class ReferenceFailed(RuntimeError):
-    """The reference configuration did not give usable RCPs; nothing was written."""
 
 
 @dataclass(frozen=True)

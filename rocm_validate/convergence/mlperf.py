@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from rocm_validate.errors import JsonFileError, MlperfError
+
 TOKEN = ":::MLLOG "
 USAGE = "training"
 DEFAULT_RULESET = "5.0.0"
@@ -54,9 +56,6 @@ RCP_FILE_SCHEMA: dict[str, Any] = {
     },
 }
 
-
-class MlperfError(ValueError):
-    """The request itself is wrong (no such folder, unknown ruleset, bad RCP file)."""
 
 
 @dataclass(frozen=True)
@@ -422,7 +421,7 @@ def load_rcp_file(path: Path) -> dict[str, Any]:
 
     try:
         return jsonfile.read_json(path, RCP_FILE_SCHEMA, fix="Pass an RCP file in mlperf-logging's rcps_<benchmark>.json format.")
-    except jsonfile.JsonFileError as exc:
+    except JsonFileError as exc:
         raise MlperfError(str(exc)) from None
 
 

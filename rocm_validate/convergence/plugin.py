@@ -17,12 +17,13 @@ import pytest
 from rocm_validate.convergence import mlperf
 from rocm_validate.core.options import OptionSpec, add_spec, parse_or_default
 from rocm_validate.core.session import is_xdist_worker, run_state
+from rocm_validate.errors import MlperfError, UsageError
 
 if TYPE_CHECKING:
     from rocm_validate.convergence.check import MiniBertCheck
-    from rocm_validate.platform.devices import DeviceInfo
     from rocm_validate.convergence.mlperf import RunSetScore
     from rocm_validate.convergence.rcps import StoredRcp
+    from rocm_validate.platform.devices import DeviceInfo
 
 RESULTS = OptionSpec(
     "--rocm-mlperf-results",
@@ -77,17 +78,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _folder(value: str, source: str) -> Path:
     folder = Path(value).expanduser().resolve()
     if not folder.is_dir():
-        raise pytest.UsageError(f"{source}={value!r}: no such folder; expected a folder of MLPerf result_*.txt files")
+        raise UsageError(f"{source}={value!r}: no such folder; expected a folder of MLPerf result_*.txt files")
     if not mlperf.result_files(folder):
-        raise pytest.UsageError(f"{source}={value!r}: the folder holds no result_*.txt files (MLPerf names each run's log result_<n>.txt)")
+        raise UsageError(f"{source}={value!r}: the folder holds no result_*.txt files (MLPerf names each run's log result_<n>.txt)")
     return folder
 
 
 def _ruleset(value: str, source: str) -> str:
     try:
         mlperf.require_ruleset(value.strip())
-    except mlperf.MlperfError as exc:
-        raise pytest.UsageError(f"{source}={value!r}: {exc}") from None
+    except MlperfError as exc:
+        raise UsageError(f"{source}={value!r}: {exc}") from None
     return value.strip()
 
 
@@ -95,20 +96,20 @@ def _rcp_file(value: str, source: str) -> Path:
     path = Path(value).expanduser().resolve()
     try:
         mlperf.load_rcp_file(path)
-    except mlperf.MlperfError as exc:
-        raise pytest.UsageError(f"{source}={value!r}: {exc}") from None
+    except MlperfError as exc:
+        raise UsageError(f"{source}={value!r}: {exc}") from None
     return path
 
 
 def _seeds(value: str, source: str) -> int:
     text = value.strip()
     if not text.isdigit() or int(text) < 3:
-        raise pytest.UsageError(f"{source}={value!r}: expected a whole number of seeds, at least 3 (olympic scoring drops two), e.g. 10")
+        raise UsageError(f"{source}={value!r}: expected a whole number of seeds, at least 3 (olympic scoring drops two), e.g. 10")
     return int(text)
 
 
 def resolve_settings(config: pytest.Config) -> ConvergenceSettings:
-    """Read every convergence option once; raises pytest.UsageError on a bad value."""
+    """Read every convergence option once; raises UsageError on a bad value."""
     return ConvergenceSettings(
         results_dir=parse_or_default(config, RESULTS, _folder, None),
         # only a ruleset asked for is checked: runs that never touch this suite need no mlperf-logging
@@ -150,7 +151,7 @@ def mlperf_results(pytestconfig: pytest.Config) -> RunSetScore:
         pytest.skip(f"needs {RESULTS.flag}=DIR (a folder of MLPerf result_*.txt files), found none")
     try:
         return mlperf.score_run_set(settings.results_dir, settings.ruleset, settings.rcp_file)
-    except mlperf.MlperfError as exc:
+    except MlperfError as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
@@ -231,8 +232,7 @@ def require_rcp(config: pytest.Config, check: MiniBertCheck) -> StoredRcp:
     """The device's mini-BERT RCPs, called from a test: missing ones skip with the command that
     records them (fail under --rocm-strict), a corrupt file fails naming it; under
     --update-baselines candidates are not checked."""
-    from rocm_validate.results.jsonfile import JsonFileError
-    from rocm_validate.convergence.rcps import RcpUnavailable
+    from rocm_validate.errors import JsonFileError, RcpUnavailable
 
     __tracebackhide__ = True
     settings = run_state(config).settings

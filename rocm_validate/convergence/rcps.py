@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from rocm_validate.results import jsonfile
 from rocm_validate.convergence.minibert import BENCHMARK, MiniBertSpec
 from rocm_validate.convergence.mlperf import RCP_FILE_SCHEMA
+from rocm_validate.errors import RcpUnavailable
+from rocm_validate.results import jsonfile
 
 FOLDER = "rcps"
 
@@ -66,9 +67,6 @@ def write_rcp(path: Path, data: dict[str, Any]) -> None:
     jsonfile.write_json(path, data, RCP_STORE_SCHEMA)
 
 
-class RcpUnavailable(LookupError):
-    """No usable RCP for this device and definition: missing or recorded for another definition."""
-
 
 @dataclass(frozen=True)
 class StoredRcp:
@@ -85,7 +83,7 @@ def load_rcp(path: Path, spec: MiniBertSpec, record_command: str) -> StoredRcp:
     """The device's RCPs for `spec`.
 
     Raises RcpUnavailable (missing or stale: record them with `record_command`) or
-    jsonfile.JsonFileError (corrupt: the message names the file and the same command).
+    JsonFileError (corrupt: the message names the file and the same command).
     """
     if not path.exists():
         raise RcpUnavailable(f"no mini-BERT RCPs for this device at {path}; record them with: {record_command}")

@@ -1,7 +1,7 @@
 """Command-line options, their ini twins and environment variables, resolved once into `Settings`.
 
 Precedence is command line > environment > ini > default, settled in `raw_value` alone.
-Every parser raises `pytest.UsageError` naming the option, the bad value and the accepted forms.
+Every parser raises `UsageError` (rocm_validate.errors) naming the option, the bad value and the accepted forms.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 import pytest
+
+from rocm_validate.errors import UsageError
 
 SUITES: tuple[str, ...] = ("correctness", "perf", "convergence")
 GROUP = "rocm-validate"
@@ -125,10 +127,10 @@ def parse_suites(value: str, source: str = SUITE.flag) -> frozenset[str]:
     """'perf,correctness' -> {'perf', 'correctness'}; 'all' -> every suite."""
     names = [part.strip().lower() for part in value.split(",") if part.strip()]
     if not names:
-        raise pytest.UsageError(f"{source}: expected a suite name, found an empty value; accepted: {_suite_forms()}")
+        raise UsageError(f"{source}: expected a suite name, found an empty value; accepted: {_suite_forms()}")
     unknown = [name for name in names if name != "all" and name not in SUITES]
     if unknown:
-        raise pytest.UsageError(
+        raise UsageError(
             f"{source}={value!r}: unknown suite {', '.join(repr(u) for u in unknown)}; accepted: {_suite_forms()}"
         )
     return frozenset(SUITES) if "all" in names else frozenset(names)
@@ -148,7 +150,7 @@ def parse_device(value: str, source: str = DEVICE.flag) -> int | str | None:
             text = text[len(prefix) :]
     if text.isdigit():
         return int(text)
-    raise pytest.UsageError(
+    raise UsageError(
         f"{source}={value!r}: expected a GPU index (0, 1, ...), 'cpu' or 'auto', e.g. --rocm-device=0"
     )
 
@@ -163,19 +165,19 @@ def output_file(config: pytest.Config, spec: OptionSpec, example: str) -> Path |
     value = config.getoption(spec.flag)
     path = Path(value).expanduser().resolve() if value else None
     if path is not None and path.is_dir():
-        raise pytest.UsageError(f"{spec.flag}={value!r} is a folder; expected a file path such as {example}")
+        raise UsageError(f"{spec.flag}={value!r} is a folder; expected a file path such as {example}")
     return path
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
-    """Read every core option once; raises pytest.UsageError on a bad value."""
+    """Read every core option once; raises UsageError on a bad value."""
     suite_value, suite_source = raw_value(config, SUITE)
     suites = parse_suites(suite_value or "correctness", suite_source)
     baselines = parse_or_default(config, BASELINES, lambda v, _s: Path(v).expanduser(), Path("baselines"))
     if not baselines.is_absolute():
         baselines = config.rootpath / baselines
     if baselines.exists() and not baselines.is_dir():
-        raise pytest.UsageError(
+        raise UsageError(
             f"{BASELINES.flag}: {baselines} is a file; expected a folder of <device-key>.json baselines"
         )
     report_path = output_file(config, REPORT, "report.json")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+from rocm_validate.errors import MarkerUsageError
 from rocm_validate.platform.devices import DeviceInfo
 
 MARKERS: dict[str, str] = {
@@ -18,9 +19,6 @@ MARKERS: dict[str, str] = {
 
 _FULL_ARCH = re.compile(r"^(gfx9[0-9a-f]{2}|gfx1[0-9]{3}|sm_[0-9]{2,3}[a-z]?)$")
 
-
-class MarkerUsageError(ValueError):
-    """A requirement marker was written with arguments it cannot take."""
 
 
 def _arch_display(prefix: str) -> str:

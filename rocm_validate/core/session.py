@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from rocm_validate.core.options import Settings
+from rocm_validate.errors import UsageError
 
 if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
@@ -33,7 +34,7 @@ class RunState:
 
                 found = discover_devices()
             if not found or found[-1].is_gpu:
-                raise pytest.UsageError("device discovery must return a list that ends with the CPU device")
+                raise UsageError("device discovery must return a list that ends with the CPU device")
             self._devices = list(found)
         return self._devices
 
@@ -45,10 +46,7 @@ class RunState:
         """The device this run validates (--rocm-device); a missing index is a usage error."""
         from rocm_validate.platform.devices import select_device
 
-        try:
-            return select_device(self.devices(), self.settings.device)
-        except LookupError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        return select_device(self.devices(), self.settings.device)
 
     def metrics(self) -> list[Metric]:
         """Every recorded metric, ordered by test id so xdist runs print the same table."""
@@ -70,4 +68,4 @@ def run_state(config: pytest.Config) -> RunState:
     try:
         return config.stash[STATE_KEY]
     except KeyError:
-        raise pytest.UsageError("rocm_validate is not active in this run; remove '-p no:rocm_validate'") from None
+        raise UsageError("rocm_validate is not active in this run; remove '-p no:rocm_validate'") from None

@@ -17,9 +17,10 @@ from typing import Any
 import torch
 
 from rocm_validate.correctness.compare import Comparison, compare
+from rocm_validate.correctness.tolerances import tolerance_for
+from rocm_validate.errors import BackendRefused
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.shapes import attention_size
-from rocm_validate.correctness.tolerances import tolerance_for
 
 CANDIDATE_BACKENDS = ("flash", "mem_efficient", "cudnn")
 MASKS = ("none", "causal", "bool", "additive")
@@ -117,9 +118,6 @@ class AttentionInputs:
     is_causal: bool
     upstream: torch.Tensor
 
-
-class BackendRefused(Exception):
-    """The backend declined the case (PyTorch found no kernel for it); the reason says why."""
 
 
 def _leaf(t: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+from rocm_validate.errors import BlasUnavailable
 from rocm_validate.platform.devices import DeviceInfo
 
 BLAS_CHOICES = ("default", "blaslt", "blas")
@@ -23,9 +24,6 @@ _LIBRARIES = {
 }
 _TORCH_SETTING = {"cublaslt": "cublaslt", "hipblaslt": "cublaslt", "cublas": "cublas", "rocblas": "cublas"}
 
-
-class BlasUnavailable(Exception):
-    """PyTorch did not switch to the asked library (not built in, or not supported on this arch)."""
 
 
 def blas_library(choice: str, backend: str) -> str | None:

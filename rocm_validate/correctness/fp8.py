@@ -17,12 +17,12 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-from rocm_validate.workloads import fp8
 from rocm_validate.correctness.compare import Comparison, compare
+from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.workloads import fp8
 from rocm_validate.workloads.fp8 import Fp8Format
 from rocm_validate.workloads.shapes import GemmProblem
-from rocm_validate.correctness.tolerances import tolerance_for
 
 SCALINGS = ("tensorwise", "rowwise")
 LAYOUTS = ("contiguous", "sliced", "row-offset")

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from rocm_validate.correctness.compare import Comparison, compare
-from rocm_validate.workloads.shapes import GemmProblem
 from rocm_validate.correctness.tolerances import tolerance_for
+from rocm_validate.workloads.shapes import GemmProblem
 
 
 def _operands(problem: GemmProblem, dtype: torch.dtype, device: Any, seed: int) -> list[torch.Tensor]:

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from rocm_validate.correctness.compare import Comparison, compare
-from rocm_validate.workloads.models import MODELS, build_model
 from rocm_validate.correctness.tolerances import tolerance_for
+from rocm_validate.workloads.models import MODELS, build_model
 
 Call = Callable[[torch.nn.Module, torch.Tensor], Any]
 

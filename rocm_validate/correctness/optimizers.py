@@ -13,7 +13,12 @@ from typing import Any, Callable, Sequence
 import torch
 
 from rocm_validate.correctness.compare import Comparison, compare
-from rocm_validate.correctness.optim_reference import AdamWConfig, LambConfig, ReferenceAdamW, ReferenceLamb
+from rocm_validate.correctness.optim_reference import (
+    AdamWConfig,
+    LambConfig,
+    ReferenceAdamW,
+    ReferenceLamb,
+)
 from rocm_validate.correctness.tolerances import tolerance_for
 
 # Shapes of a small transformer block's parameters, odd sizes included (tails of vector loops).

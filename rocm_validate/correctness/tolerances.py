@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rocm_validate.errors import UnknownCheckError
+
 
 @dataclass(frozen=True)
 class Tolerance:
@@ -192,9 +194,6 @@ RULES: tuple[Rule, ...] = (
     Rule("graph.replay", Tolerance(k=0, source=_GRAPHS)),
 )
 
-
-class UnknownCheckError(KeyError):
-    """A check asked for a tolerance the table does not have."""
 
 
 def tolerance_for(check: str, backend: str, arch: str = "", library: str = "", seq_k: int = 0) -> Tolerance:

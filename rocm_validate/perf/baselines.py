@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from rocm_validate.results import jsonfile
+from rocm_validate.errors import BaselineError, JsonFileError
 from rocm_validate.perf.gate import UPDATE_COMMAND, Threshold
 from rocm_validate.perf.stats import combined_noise, relative_noise
+from rocm_validate.results import jsonfile
 
 SCHEMA_ID = "rocm-validate/baselines/1"
 NAME_PATTERN = "^[a-z0-9][a-z0-9_.+-]*$"
@@ -65,9 +66,6 @@ BASELINES_SCHEMA: dict[str, Any] = {
     },
 }
 
-
-class BaselineError(Exception):
-    """A baseline file cannot be used; the message names the file and how to fix it."""
 
 
 def _significant(value: float | None, digits: int) -> float | None:
@@ -164,7 +162,7 @@ class BaselineStore:
             return {}
         try:
             data = jsonfile.read_json(self.path, BASELINES_SCHEMA, fix=self._fix())
-        except jsonfile.JsonFileError as exc:
+        except JsonFileError as exc:
             raise BaselineError(str(exc)) from None
         if data["device_key"] != self.device_key:
             raise BaselineError(

@@ -17,8 +17,8 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from rocm_validate.results.metrics import Metric, format_number
 from rocm_validate.perf.stats import combined_noise, relative_noise
+from rocm_validate.results.metrics import Metric, format_number
 
 UPDATE_COMMAND = "pytest --rocm-suite=perf --update-baselines"
 

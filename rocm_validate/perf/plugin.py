@@ -11,11 +11,17 @@ from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
-from rocm_validate.perf import gate
-
 from rocm_validate.core import options
-from rocm_validate.perf.recorder import ITEM_STATE_KEY, PerfContext, PerfRecorder, PerfSettings, raise_outcome
 from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
+from rocm_validate.errors import UsageError
+from rocm_validate.perf import gate
+from rocm_validate.perf.recorder import (
+    ITEM_STATE_KEY,
+    PerfContext,
+    PerfRecorder,
+    PerfSettings,
+    raise_outcome,
+)
 
 if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
@@ -55,17 +61,17 @@ def parse_window(value: str, source: str = WINDOW.flag) -> float:
     except ValueError:
         factor = float("nan")
     if not (0 < factor <= 20):
-        raise pytest.UsageError(f"{source}={value!r}: expected a positive factor up to 20, e.g. {WINDOW.flag}=2")
+        raise UsageError(f"{source}={value!r}: expected a positive factor up to 20, e.g. {WINDOW.flag}=2")
     return factor
 
 
 def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
-    """Read the perf options once; raises pytest.UsageError naming the bad value."""
+    """Read the perf options once; raises UsageError naming the bad value."""
     value, source = options.raw_value(config, WINDOW)
     try:
         rules = gate.parse_rules(config.getini(THRESHOLDS_INI))
     except ValueError as exc:
-        raise pytest.UsageError(f"{THRESHOLDS_INI} (ini): {exc}") from None
+        raise UsageError(f"{THRESHOLDS_INI} (ini): {exc}") from None
     return PerfSettings(
         window_factor=1.0 if value is None else parse_window(value, source),
         rules=rules,
@@ -84,13 +90,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state = run_state(config)
     if "perf" not in state.settings.suites or is_xdist_worker(config):
         return
-    from rocm_validate.perf.baselines import BaselineError, BaselineStore
+    from rocm_validate.errors import BaselineError
+    from rocm_validate.perf.baselines import BaselineStore
 
     store = BaselineStore(state.settings.baselines_dir, state.device().device_key)
     try:
         entries = store.read()
     except BaselineError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
     perf = config.stash[SETTINGS_KEY]
     rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
@@ -250,8 +257,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     perf = config.stash.get(SETTINGS_KEY, None)
     if perf is None or perf.benchmark_json is None or is_xdist_worker(config):
         return
+    from rocm_validate.perf.benchmark_json import (
+        BENCHMARK_SCHEMA,
+        benchmark_document,
+        collect_machine_and_commit,
+    )
     from rocm_validate.results import jsonfile
-    from rocm_validate.perf.benchmark_json import BENCHMARK_SCHEMA, benchmark_document, collect_machine_and_commit
 
     state = run_state(config)
     device = state.device() if state.discovered or "perf" in state.settings.suites else None

@@ -18,17 +18,29 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import pytest
 
-from rocm_validate.perf import gate
-
 from rocm_validate.core import requirements as markers
-
+from rocm_validate.core.options import Settings
+from rocm_validate.errors import BaselineError
+from rocm_validate.perf import gate
+from rocm_validate.perf.baselines import (
+    NAME_PATTERN,
+    BaselineEntry,
+    BaselineStore,
+    decide_update,
+)
+from rocm_validate.perf.stats import SampleSummary, paired_ratios
+from rocm_validate.perf.timing import (
+    Clock,
+    Rotation,
+    Timing,
+    TimingPlan,
+    cache_defeat_bytes,
+    default_plan,
+    rotation_count,
+)
 from rocm_validate.platform import peaks
-from rocm_validate.perf.baselines import NAME_PATTERN, BaselineEntry, BaselineError, BaselineStore, decide_update
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import Metric
-from rocm_validate.core.options import Settings
-from rocm_validate.perf.stats import SampleSummary, paired_ratios
-from rocm_validate.perf.timing import Clock, Rotation, Timing, TimingPlan, cache_defeat_bytes, default_plan, rotation_count
 
 if TYPE_CHECKING:
     from rocm_validate.core.fixtures import MetricRecorder

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
+from rocm_validate.errors import ToolOutputError
 from rocm_validate.platform.arch import normalize_gfx, parse_gcn_arch
 
 _UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
@@ -41,9 +42,6 @@ class AmdGpuFacts:
     partition_id: int | None = None
     uuid: str | None = None
 
-
-class AmdToolOutputError(ValueError):
-    """A tool printed something none of the known formats matches."""
 
 
 def _present(value: Any) -> bool:
@@ -154,10 +152,10 @@ def parse_amd_smi_static_json(text: str) -> list[AmdGpuFacts]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AmdToolOutputError(f"amd-smi static --json printed invalid JSON: {exc}") from None
+        raise ToolOutputError(f"amd-smi static --json printed invalid JSON: {exc}") from None
     entries = data.get("gpu_data") if isinstance(data, Mapping) else data
     if not isinstance(entries, list):
-        raise AmdToolOutputError("amd-smi static --json: expected a list of GPUs or {'gpu_data': [...]}")
+        raise ToolOutputError("amd-smi static --json: expected a list of GPUs or {'gpu_data': [...]}")
     facts = []
     for entry in entries:
         if not isinstance(entry, Mapping) or "asic" not in entry:
@@ -196,9 +194,9 @@ def parse_rocm_smi_json(text: str) -> list[AmdGpuFacts]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AmdToolOutputError(f"rocm-smi --json printed invalid JSON: {exc}") from None
+        raise ToolOutputError(f"rocm-smi --json printed invalid JSON: {exc}") from None
     if not isinstance(data, Mapping):
-        raise AmdToolOutputError("rocm-smi --json: expected an object keyed by card0, card1, ...")
+        raise ToolOutputError("rocm-smi --json: expected an object keyed by card0, card1, ...")
     driver = _text((data.get("system") or {}).get("Driver version"))
     facts = []
     for key, card in data.items():
@@ -241,7 +239,7 @@ def _rocminfo_cache_kb(block: str, level: str) -> int | None:
 def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
     """`rocminfo`: one fact per agent whose Device Type is GPU, in agent order."""
     if "HSA Agents" not in text:
-        raise AmdToolOutputError("rocminfo output has no 'HSA Agents' section")
+        raise ToolOutputError("rocminfo output has no 'HSA Agents' section")
     facts = []
     for block in _AGENT_SPLIT.split(text)[1:]:
         if (_rocminfo_field(block, "Device Type") or "").upper() != "GPU":

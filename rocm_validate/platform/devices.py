@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from rocm_validate.errors import DeviceError
 from rocm_validate.platform import amd_tools, arch
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 
@@ -546,7 +547,7 @@ def discover_devices(env: Mapping[str, str] | None = None) -> list[DeviceInfo]:
 def select_device(devices: list[DeviceInfo], wanted: int | str | None) -> DeviceInfo:
     """The device a run validates: an index, 'cpu', or (None) the first GPU else the CPU.
 
-    Raises LookupError naming what exists when the index is not there.
+    Raises DeviceError naming what exists when the index is not there.
     """
     gpus = [d for d in devices if d.is_gpu]
     cpu = next(d for d in devices if not d.is_gpu)
@@ -557,5 +558,5 @@ def select_device(devices: list[DeviceInfo], wanted: int | str | None) -> Device
     match = next((d for d in gpus if d.index == wanted), None)
     if match is None:
         found = ", ".join(f"{d.index} ({d.name})" for d in gpus) or "no GPU"
-        raise LookupError(f"--rocm-device={wanted}: no such GPU; found {found}. Use one of those indices or 'cpu'.")
+        raise DeviceError(f"--rocm-device={wanted}: no such GPU; found {found}. Use one of those indices or 'cpu'.")
     return match

@@ -13,11 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from rocm_validate.errors import JsonFileError
+
 Schema = Mapping[str, Any]
 
-
-class JsonFileError(ValueError):
-    """A JSON file is missing, unreadable, malformed or does not match its schema."""
 
 
 def schema_errors(data: Any, schema: Schema) -> list[str]:

@@ -12,9 +12,9 @@ from importlib import metadata
 from typing import Any, Iterable
 
 from rocm_validate import __version__
+from rocm_validate.core.options import Settings
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.results.metrics import Metric, format_number
-from rocm_validate.core.options import Settings
 
 _NUMBER = {"type": ["number", "null"]}
 _STRING = {"type": ["string", "null"]}

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from rocm_validate.errors import ModelBuildError
+
 if TYPE_CHECKING:
     import torch
 
@@ -70,9 +72,6 @@ MODELS: dict[str, ModelSpec] = {
     )
 }
 
-
-class ModelBuildError(ValueError):
-    """A model build was asked for something that does not exist."""
 
 
 @dataclass

@@ -12,10 +12,10 @@ from datetime import datetime, timezone
 import pytest
 
 from rocm_validate import __version__
-from rocm_validate.convergence.check import ReferenceFailed
-from rocm_validate.convergence.plugin import require_rcp
 from rocm_validate.convergence.minibert import CANDIDATES
+from rocm_validate.convergence.plugin import require_rcp
 from rocm_validate.core.session import run_state
+from rocm_validate.errors import ReferenceFailed
 
 
 def test_reference_records_convergence_points(mini_bert, pytestconfig, record_rocm_metric):

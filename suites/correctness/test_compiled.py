@@ -4,7 +4,10 @@ layer, and a whole tiny BERT, forward and backward, measured against float64."""
 from __future__ import annotations
 
 from rocm_validate.correctness.compare import assert_passed
-from rocm_validate.correctness.layers import check_compiled_fused_layers, check_compiled_model
+from rocm_validate.correctness.layers import (
+    check_compiled_fused_layers,
+    check_compiled_model,
+)
 from rocm_validate.workloads.shapes import training_dtype
 
 

@@ -7,9 +7,14 @@ import math
 
 import pytest
 
-from rocm_validate.workloads import fp8
 from rocm_validate.correctness.compare import assert_passed
-from rocm_validate.correctness.fp8 import check_bit_patterns, check_rounding, check_saturating_quantize, special_casts
+from rocm_validate.correctness.fp8 import (
+    check_bit_patterns,
+    check_rounding,
+    check_saturating_quantize,
+    special_casts,
+)
+from rocm_validate.workloads import fp8
 
 ROLES = {"forward": 0, "gradient": 1}
 

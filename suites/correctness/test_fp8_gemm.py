@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.workloads import fp8
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.fp8 import (
     EXACT_KINDS,
@@ -15,6 +14,7 @@ from rocm_validate.correctness.fp8 import (
     check_scaled_mm_exact,
     scaled_mm_skip_reason,
 )
+from rocm_validate.workloads import fp8
 from rocm_validate.workloads.shapes import GEMM_SHAPES, gemm_problem
 
 VARIANTS = [("tensorwise", "bfloat16"), ("tensorwise", "float32"), ("rowwise", "bfloat16")]

@@ -11,11 +11,16 @@ import math
 import pytest
 import torch
 
-from rocm_validate.workloads import fp8
 from rocm_validate.correctness.compare import assert_passed, compare, sqnr_db
-from rocm_validate.correctness.fp8 import check_fp8_layer, check_fp8_linear_paths, linear_size, scaled_mm_skip_reason
-from rocm_validate.workloads.shapes import training_dtype
+from rocm_validate.correctness.fp8 import (
+    check_fp8_layer,
+    check_fp8_linear_paths,
+    linear_size,
+    scaled_mm_skip_reason,
+)
 from rocm_validate.correctness.tolerances import tolerance_for
+from rocm_validate.workloads import fp8
+from rocm_validate.workloads.shapes import training_dtype
 
 
 @pytest.fixture

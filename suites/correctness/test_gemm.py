@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.correctness.blas import BLAS_CHOICES, BlasUnavailable, blas_skip_reason, preferred_blas
+from rocm_validate.correctness.blas import (
+    BLAS_CHOICES,
+    blas_skip_reason,
+    preferred_blas,
+)
 from rocm_validate.correctness.compare import assert_passed
-from rocm_validate.correctness.gemm import check_exact_gemm, check_large_output, check_linear
+from rocm_validate.correctness.gemm import (
+    check_exact_gemm,
+    check_large_output,
+    check_linear,
+)
+from rocm_validate.errors import BlasUnavailable
 from rocm_validate.workloads.shapes import GEMM_SHAPES, gemm_problem
 
 

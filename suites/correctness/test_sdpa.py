@@ -8,12 +8,12 @@ import pytest
 from rocm_validate.correctness.attention import (
     CANDIDATE_BACKENDS,
     NAMED_CASES,
-    BackendRefused,
     attention_skip_reason,
     check_attention,
     named_case,
 )
 from rocm_validate.correctness.compare import assert_passed
+from rocm_validate.errors import BackendRefused
 
 
 @pytest.mark.parametrize("backend", CANDIDATE_BACKENDS)

@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
-from rocm_validate.perf.kernels import GEMM_CASES, GEMM_DTYPES, GemmCase, gemm_flops, gemm_kernel, gemm_operands, gemm_set_bytes
+from rocm_validate.perf.kernels import (
+    GEMM_CASES,
+    GEMM_DTYPES,
+    GemmCase,
+    gemm_flops,
+    gemm_kernel,
+    gemm_operands,
+    gemm_set_bytes,
+)
 from rocm_validate.perf.timing import sustained_changes
 
 # Norm-wise relative error of one output tile against float64: a few times the rounding of each

@@ -10,7 +10,13 @@ import time
 import pytest
 import torch
 
-from rocm_validate.workloads.training import STEP_PLANS, TrainingSetup, peak_memory_gib, training_setup, training_step
+from rocm_validate.workloads.training import (
+    STEP_PLANS,
+    TrainingSetup,
+    peak_memory_gib,
+    training_setup,
+    training_step,
+)
 
 BATCH = {"full": 48, "tiny": 2}
 SEQ_LEN = {"full": 512, "tiny": 32}

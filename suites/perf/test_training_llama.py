@@ -17,7 +17,12 @@ from typing import Any, Callable
 import pytest
 
 from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
-from rocm_validate.workloads.training import STEP_PLANS, TrainingSetup, peak_memory_gib, training_setup
+from rocm_validate.workloads.training import (
+    STEP_PLANS,
+    TrainingSetup,
+    peak_memory_gib,
+    training_setup,
+)
 
 LAYERS = 2
 BATCH = {"full": 2, "tiny": 1}
