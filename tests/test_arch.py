@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocm_validate.platform import arch
+from rocm_validate.platform import arch, capabilities
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_a_decimal_gfx_name_with_switches_is_normalized_too():
     ],
 )
 def test_fp8_formats_follow_the_architecture(backend, name, formats):
-    assert arch.fp8_formats(backend, name) == formats
+    assert capabilities.fp8_formats(backend, name) == formats
 
 
 @pytest.mark.parametrize(
@@ -60,12 +60,12 @@ def test_fp8_formats_follow_the_architecture(backend, name, formats):
     ],
 )
 def test_scaled_mm_support_on_rocm_depends_on_arch_and_rocm_version(name, rocm, supported):
-    assert arch.scaled_mm_supported("rocm", name, rocm) is supported
+    assert capabilities.scaled_mm_supported("rocm", name, rocm) is supported
 
 
 def test_scaled_mm_on_cuda_needs_sm89_or_newer():
-    assert arch.scaled_mm_supported("cuda", "sm_90", "13.0")
-    assert not arch.scaled_mm_supported("cuda", "sm_80", "13.0")
+    assert capabilities.scaled_mm_supported("cuda", "sm_90", "13.0")
+    assert not capabilities.scaled_mm_supported("cuda", "sm_80", "13.0")
 
 
 @pytest.mark.parametrize(
@@ -81,24 +81,24 @@ def test_scaled_mm_on_cuda_needs_sm89_or_newer():
     ],
 )
 def test_default_rocm_blas_is_hipblaslt_only_when_every_visible_gpu_supports_it(archs, rocm, library):
-    assert arch.default_rocm_blas(archs, rocm) == library
+    assert capabilities.default_rocm_blas(archs, rocm) == library
 
 
 def test_rocm_attention_has_flash_on_mi300_but_never_cudnn():
-    backends = arch.attention_backends("rocm", "gfx942", True, True, True)
+    backends = capabilities.attention_backends("rocm", "gfx942", True, True, True)
     assert backends == ("math", "flash", "mem_efficient")
 
 
 def test_rocm_attention_on_an_unsupported_arch_is_math_only():
-    assert arch.attention_backends("rocm", "gfx906", True, True, False) == ("math",)
+    assert capabilities.attention_backends("rocm", "gfx906", True, True, False) == ("math",)
 
 
 def test_cuda_attention_offers_cudnn_on_hopper():
-    assert arch.attention_backends("cuda", "sm_90", True, True, True) == ("math", "flash", "mem_efficient", "cudnn")
+    assert capabilities.attention_backends("cuda", "sm_90", True, True, True) == ("math", "flash", "mem_efficient", "cudnn")
 
 
 def test_cuda_attention_without_flash_compiled_in_keeps_the_others():
-    assert arch.attention_backends("cuda", "sm_90", False, True, False) == ("math", "mem_efficient")
+    assert capabilities.attention_backends("cuda", "sm_90", False, True, False) == ("math", "mem_efficient")
 
 
 @pytest.mark.parametrize(

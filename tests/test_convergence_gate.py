@@ -100,21 +100,16 @@ FP8 = next(c for c in CANDIDATES if c.fp8_linear)
 
 
 def test_fp8_candidate_is_skipped_on_a_device_without_fp8_saying_need_and_found():
-    assert candidate_skip_reason(FP8, fake_device(), fp8_module=True) == "needs native FP8, found none on gfx90a"
+    assert candidate_skip_reason(FP8, fake_device()) == "needs native FP8, found none on gfx90a"
 
 
-def test_fp8_candidate_is_skipped_when_the_fp8_module_is_missing():
-    device = fake_device(arch="gfx942", fp8_formats=("e4m3fnuz", "e5m2fnuz"))
-    assert "needs rocm_validate.workloads.fp8.convert_to_fp8_linear" in candidate_skip_reason(FP8, device, fp8_module=False)
-
-
-def test_fp8_candidate_runs_where_the_device_and_module_support_it():
+def test_fp8_candidate_runs_where_the_device_has_fp8():
     device = fake_device(arch="gfx950", fp8_formats=("e4m3fn", "e5m2"))
-    assert candidate_skip_reason(FP8, device, fp8_module=True) is None
+    assert candidate_skip_reason(FP8, device) is None
 
 
 def test_other_candidates_run_everywhere():
-    assert all(candidate_skip_reason(c, fake_device(), fp8_module=False) is None for c in CANDIDATES if not c.fp8_linear)
+    assert all(candidate_skip_reason(c, fake_device()) is None for c in CANDIDATES if not c.fp8_linear)
 
 
 def test_gpus_of_both_vendors_get_the_gpu_preset_and_the_cpu_the_ci_preset():

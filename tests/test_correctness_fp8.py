@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
+from rocm_validate.core.requirements import scaled_mm_skip_reason
 from rocm_validate.correctness.compare import sqnr_db
-from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
-from rocm_validate.platform import arch
+from rocm_validate.platform import capabilities
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads import fp8
 
@@ -217,19 +217,19 @@ def test_an_unknown_matmul_mode_is_refused():
      ("rocm", "gfx942", "6.3.0", False), ("rocm", "gfx90a", "7.0", False), ("cpu", "x86", None, True)],
 )
 def test_rowwise_scaled_mm_support_follows_arch_and_runtime(backend, arch_name, runtime, supported):
-    assert fp8.rowwise_scaled_mm_supported(backend, arch_name, runtime) is supported
+    assert capabilities.scaled_mm_supported(backend, arch_name, runtime, "rowwise") is supported
 
 
 def test_rowwise_scaled_mm_gives_bf16_only_on_gpus():
-    assert fp8.scaled_mm_out_dtypes("rocm", rowwise=True) == ("bfloat16",)
-    assert fp8.scaled_mm_out_dtypes("cuda", rowwise=False) == ("bfloat16", "float32")
-    assert fp8.scaled_mm_alignment("rocm") == 16 and fp8.scaled_mm_alignment("cpu") == 1
+    assert capabilities.scaled_mm_out_dtypes("rocm", "rowwise") == ("bfloat16",)
+    assert capabilities.scaled_mm_out_dtypes("cuda", "tensorwise") == ("bfloat16", "float32")
+    assert capabilities.scaled_mm_alignment("rocm") == 16 and capabilities.scaled_mm_alignment("cpu") == 1
 
 
 def _gpu(arch_name: str, runtime: str = "6.4.1") -> DeviceInfo:
     return DeviceInfo(backend="rocm", index=0, name="AMD Instinct", arch=arch_name, device_key="k",
-                      runtime_version=runtime, fp8_formats=arch.fp8_formats("rocm", arch_name),
-                      scaled_mm=arch.scaled_mm_supported("rocm", arch_name, runtime))
+                      runtime_version=runtime, fp8_formats=capabilities.fp8_formats("rocm", arch_name),
+                      scaled_mm=capabilities.scaled_mm_supported("rocm", arch_name, runtime))
 
 
 def test_scaled_mm_skips_say_what_is_needed_and_what_was_found():

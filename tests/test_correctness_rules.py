@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from rocm_validate.core.requirements import attention_skip_reason, blas_skip_reason
 from rocm_validate.correctness.attention import (
     NAMED_CASES,
     AttentionCase,
-    attention_skip_reason,
     named_case,
 )
-from rocm_validate.correctness.blas import blas_library, blas_skip_reason
-from rocm_validate.platform import arch
+from rocm_validate.platform import capabilities
+from rocm_validate.platform.capabilities import blas_library
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.shapes import (
     GEMM_SHAPES,
@@ -67,7 +67,7 @@ def test_attention_runs_real_sizes_on_gpus_and_fp32_on_the_cpu():
 
 
 def test_attention_backend_skips_name_what_the_device_has():
-    mi300 = _device("rocm", "gfx942", arch.attention_backends("rocm", "gfx942", True, True, False))
+    mi300 = _device("rocm", "gfx942", capabilities.attention_backends("rocm", "gfx942", True, True, False))
     assert attention_skip_reason("flash", mi300) is None
     assert attention_skip_reason("cudnn", mi300) == "needs the cudnn SDPA backend, found math, flash, mem_efficient on gfx942"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocm_validate.convergence.mlperf import RunSetScore
+from rocm_validate.core.requirements import fp8_skip_reason
 from rocm_validate.errors import ReferenceFailed
 
 if TYPE_CHECKING:
@@ -142,27 +143,9 @@ def rescore_command(folder: Path, rcp_file: Path, ruleset: str) -> str:
     return shlex.join(["rocm-validate", "mlperf-score", str(folder), "--rcp", str(rcp_file), "--ruleset", ruleset])
 
 
-def fp8_converter_available() -> bool:
-    """Whether rocm_validate.workloads.fp8 (the correctness suite's FP8 support) offers convert_to_fp8_linear."""
-    import importlib
-
-    try:
-        module = importlib.import_module("rocm_validate.workloads.fp8")
-    except ImportError:
-        return False
-    return callable(getattr(module, "convert_to_fp8_linear", None))
-
-
-def candidate_skip_reason(candidate: Candidate, device: DeviceInfo, fp8_module: bool) -> str | None:
+def candidate_skip_reason(candidate: Candidate, device: DeviceInfo) -> str | None:
     """Why a candidate cannot run on this device (need vs found), or None."""
-    if candidate.fp8_linear:
-        where = device.arch if device.is_gpu else f"cpu ({device.name})"
-        if not device.fp8_formats:
-            return f"needs native FP8, found none on {where}"
-        if not fp8_module:
-            return "needs rocm_validate.workloads.fp8.convert_to_fp8_linear, found no rocm_validate.workloads.fp8 in this installation"
-    return None
-
+    return fp8_skip_reason(device) if candidate.fp8_linear else None
 
 
 @dataclass(frozen=True)
@@ -200,7 +183,7 @@ class MiniBertCheck:
         return Trainer(self.spec, candidate, self.torch_device, self.device.fp8_formats, self.platform, self.progress)
 
     def skip_reason(self, candidate: Candidate) -> str | None:
-        return candidate_skip_reason(candidate, self.device, fp8_converter_available())
+        return candidate_skip_reason(candidate, self.device)
 
     def rcp(self) -> StoredRcp:
         """This device's RCPs for this definition (raises RcpUnavailable or JsonFileError)."""

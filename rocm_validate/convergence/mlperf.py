@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from rocm_validate.core.options import DEFAULT_RULESET
 from rocm_validate.errors import JsonFileError, MlperfError
 
 TOKEN = ":::MLLOG "
 USAGE = "training"
-DEFAULT_RULESET = "5.0.0"
 RESULT_GLOB = "result_*.txt"
 ROCM_VALIDATE_KEY = "rocm_validate_benchmark"  # marks files written by rocm-validate's mini-BERT
 _REQUIRED_FIELDS = ("time_ms", "key", "value", "metadata")

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from rocm_validate.convergence import mlperf
-from rocm_validate.core.options import OptionSpec, add_spec, parse_or_default
+from rocm_validate.core.options import (
+    DEFAULT_RULESET,
+    RCP_FILE,
+    RESULTS,
+    RULESET,
+    SEEDS,
+    parse_or_default,
+)
 from rocm_validate.core.session import is_xdist_worker, run_state
 from rocm_validate.errors import MlperfError, UsageError
 
@@ -25,35 +32,6 @@ if TYPE_CHECKING:
     from rocm_validate.convergence.rcps import StoredRcp
     from rocm_validate.platform.devices import DeviceInfo
 
-RESULTS = OptionSpec(
-    "--rocm-mlperf-results",
-    "rocm_mlperf_results",
-    "ROCM_VALIDATE_MLPERF_RESULTS",
-    "folder of MLPerf result_*.txt files (MLLOG) that the convergence suite scores and RCP-checks",
-    "DIR",
-)
-RULESET = OptionSpec(
-    "--rocm-ruleset",
-    "rocm_ruleset",
-    "ROCM_VALIDATE_RULESET",
-    f"MLPerf training ruleset of the RCP check and compliance rules (default: {mlperf.DEFAULT_RULESET})",
-    "X.Y.Z",
-)
-RCP_FILE = OptionSpec(
-    "--rocm-mlperf-rcp",
-    "rocm_mlperf_rcp",
-    "ROCM_VALIDATE_MLPERF_RCP",
-    "RCP file (mlperf-logging format) for --rocm-mlperf-results instead of mlperf-logging's packaged RCPs",
-    "FILE",
-)
-SEEDS = OptionSpec(
-    "--rocm-convergence-seeds",
-    "rocm_convergence_seeds",
-    "ROCM_VALIDATE_CONVERGENCE_SEEDS",
-    "mini-BERT runs per candidate (default: 10 on a GPU, as MLPerf BERT; 5 on the CPU); RCPs record twice as many",
-    "N",
-)
-OPTIONS = (RESULTS, RULESET, RCP_FILE, SEEDS)
 RECORD_TEST = "test_reference_records_convergence_points"
 
 
@@ -69,10 +47,6 @@ class ConvergenceSettings:
 
 SETTINGS_KEY = pytest.StashKey[ConvergenceSettings]()
 
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    for spec in OPTIONS:
-        add_spec(parser, spec)
 
 
 def _folder(value: str, source: str) -> Path:
@@ -113,7 +87,7 @@ def resolve_settings(config: pytest.Config) -> ConvergenceSettings:
     return ConvergenceSettings(
         results_dir=parse_or_default(config, RESULTS, _folder, None),
         # only a ruleset asked for is checked: runs that never touch this suite need no mlperf-logging
-        ruleset=parse_or_default(config, RULESET, _ruleset, mlperf.DEFAULT_RULESET),
+        ruleset=parse_or_default(config, RULESET, _ruleset, DEFAULT_RULESET),
         rcp_file=parse_or_default(config, RCP_FILE, _rcp_file, None),
         seeds=parse_or_default(config, SEEDS, _seeds, None),
     )

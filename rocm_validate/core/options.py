@@ -64,6 +64,57 @@ REPORT = OptionSpec(
 )
 
 
+# --- perf suite
+THRESHOLD_FORMS = "PATTERN [floor=FRACTION] [k=NUMBER] [cap=FRACTION] [backend=rocm|cuda|cpu] [info=REASON]"
+WINDOW = OptionSpec(
+    "--rocm-perf-window",
+    "rocm_perf_window",
+    "ROCM_VALIDATE_PERF_WINDOW",
+    "scale every perf measurement window by this factor (default 1; more is quieter and slower)",
+    "FACTOR",
+)
+BENCHMARK_JSON = OptionSpec(
+    "--rocm-benchmark-json",
+    None,
+    None,
+    "also write the perf metrics as pytest-benchmark JSON (for dashboards) to this path",
+    "PATH",
+)
+THRESHOLDS_INI = "rocm_perf_thresholds"
+THRESHOLDS_HELP = f"per-metric gate thresholds, one rule a line: {THRESHOLD_FORMS}"
+
+# --- convergence suite
+DEFAULT_RULESET = "5.0.0"  # MLPerf training ruleset of the RCP check
+RESULTS = OptionSpec(
+    "--rocm-mlperf-results",
+    "rocm_mlperf_results",
+    "ROCM_VALIDATE_MLPERF_RESULTS",
+    "folder of MLPerf result_*.txt files (MLLOG) that the convergence suite scores and RCP-checks",
+    "DIR",
+)
+RULESET = OptionSpec(
+    "--rocm-ruleset",
+    "rocm_ruleset",
+    "ROCM_VALIDATE_RULESET",
+    f"MLPerf training ruleset of the RCP check and compliance rules (default: {DEFAULT_RULESET})",
+    "X.Y.Z",
+)
+RCP_FILE = OptionSpec(
+    "--rocm-mlperf-rcp",
+    "rocm_mlperf_rcp",
+    "ROCM_VALIDATE_MLPERF_RCP",
+    "RCP file (mlperf-logging format) for --rocm-mlperf-results instead of mlperf-logging's packaged RCPs",
+    "FILE",
+)
+SEEDS = OptionSpec(
+    "--rocm-convergence-seeds",
+    "rocm_convergence_seeds",
+    "ROCM_VALIDATE_CONVERGENCE_SEEDS",
+    "mini-BERT runs per candidate (default: 10 on a GPU, as MLPerf BERT; 5 on the CPU); RCPs record twice as many",
+    "N",
+)
+
+
 @dataclass(frozen=True)
 class Settings:
     """What this run was asked to do; resolved once in pytest_configure."""
@@ -90,9 +141,10 @@ def add_spec(parser: pytest.Parser, spec: OptionSpec) -> None:
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """Register the core options in the one rocm-validate group."""
-    for spec in (SUITE, BASELINES, DEVICE, REPORT):
+    """Register every suite's options in the one rocm-validate group."""
+    for spec in (SUITE, BASELINES, DEVICE, REPORT, WINDOW, BENCHMARK_JSON, RESULTS, RULESET, RCP_FILE, SEEDS):
         add_spec(parser, spec)
+    parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
     group = parser.getgroup(GROUP)
     group.addoption(
         "--update-baselines",

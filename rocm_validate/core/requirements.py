@@ -1,4 +1,10 @@
-"""Device-requirement markers, decided by pure functions that state need vs found."""
+"""Every reason a test cannot run here, stated as need vs found ("needs gfx94x, found sm_90").
+
+The requirement markers (`requires_gpu`, `requires_arch`, ...) and the checks' own needs (an
+SDPA backend, a BLAS library choice, `_scaled_mm` with a scaling, FP8 formats, an optional
+library) are all decided here, from a `DeviceInfo` and the platform rules of
+`rocm_validate.platform.capabilities`, so one need is always worded one way.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import re
 from typing import Any, Sequence
 
 from rocm_validate.errors import MarkerUsageError
+from rocm_validate.platform import capabilities
 from rocm_validate.platform.devices import DeviceInfo
 
 MARKERS: dict[str, str] = {
@@ -18,7 +25,6 @@ MARKERS: dict[str, str] = {
 }
 
 _FULL_ARCH = re.compile(r"^(gfx9[0-9a-f]{2}|gfx1[0-9]{3}|sm_[0-9]{2,3}[a-z]?)$")
-
 
 
 def _arch_display(prefix: str) -> str:
@@ -43,10 +49,15 @@ def requires_arch(device: DeviceInfo, prefixes: Sequence[str]) -> str | None:
     return f"needs {wanted}, found {_describe(device)}"
 
 
+def fp8_skip_reason(device: DeviceInfo) -> str | None:
+    """Why FP8 cannot be checked at all: the device computes no FP8 format natively."""
+    return None if device.fp8_formats else f"needs native FP8, found none on {_describe(device)}"
+
+
 def requires_fp8(device: DeviceInfo, formats: Sequence[str]) -> str | None:
     have = set(device.fp8_formats)
     if not have:
-        return f"needs native FP8, found none on {_describe(device)}"
+        return fp8_skip_reason(device)
     missing = [f for f in formats if f not in have]
     if missing:
         return f"needs FP8 {'/'.join(missing)}, found {'/'.join(device.fp8_formats)} on {_describe(device)}"
@@ -89,3 +100,49 @@ def skip_reason(name: str, args: tuple[Any, ...], device: DeviceInfo, devices: S
 
 
 REQUIREMENT_MARKERS = ("requires_gpu", "requires_arch", "requires_fp8", "requires_devices", "requires_memory")
+
+
+# --- the checks' own needs -------------------------------------------------------------------
+
+
+def attention_skip_reason(backend: str, device: DeviceInfo) -> str | None:
+    """Why SDPA `backend` cannot be checked on `device`; None when it can."""
+    if backend in device.attention_backends:
+        return None
+    return f"needs the {backend} SDPA backend, found {', '.join(device.attention_backends)} on {_describe(device)}"
+
+
+def blas_skip_reason(choice: str, device: DeviceInfo) -> str | None:
+    """Why BLAS `choice` ('default', 'blaslt', 'blas') cannot be tested on `device`; None when it can."""
+    if choice == "default" or capabilities.blas_library(choice, device.backend) is not None:
+        return None
+    return (
+        f"needs a GPU BLAS library choice (cuBLAS / cuBLASLt on CUDA, rocBLAS / hipBLASLt on ROCm), "
+        f"found {device.backend} ({device.preferred_blas or 'its own BLAS'})"
+    )
+
+
+def scaled_mm_skip_reason(device: DeviceInfo, scaling: str = "tensorwise", out_dtype: str = "bfloat16") -> str | None:
+    """Why torch._scaled_mm with this scaling and output cannot be checked here; None when it can."""
+    where = _describe(device)
+    if not device.fp8_formats:
+        return fp8_skip_reason(device)
+    if not device.scaled_mm:
+        return f"needs torch._scaled_mm (gfx942, gfx950 on ROCm 6.5+, gfx12 on ROCm 6.3+, sm_89+), found {where}"
+    if not capabilities.scaled_mm_supported(device.backend, device.arch, device.runtime_version, scaling):
+        return f"needs row-wise _scaled_mm (sm_90+, gfx942/gfx950 with ROCm 6.4+, CPU), found {where} " \
+               f"(runtime {device.runtime_version})"
+    allowed = capabilities.scaled_mm_out_dtypes(device.backend, scaling)
+    if out_dtype not in allowed:
+        return f"needs {out_dtype} output from {scaling} _scaled_mm, found only {', '.join(allowed)} on {device.backend}"
+    return None
+
+
+def library_skip_reason(module: str, purpose: str, error: BaseException) -> str:
+    """An optional library (apex, torchao, Transformer Engine) that would not import."""
+    return f"needs {module} to {purpose}, found it not importable ({type(error).__name__}: {error})"
+
+
+def refusal_skip_reason(what: str, refusal: BaseException) -> str:
+    """A backend or library that declined the case (`errors.PlatformRefusal`)."""
+    return f"needs {what}, found it refuses: {refusal}"

@@ -19,7 +19,6 @@ import torch
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.errors import BackendRefused
-from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.shapes import attention_size
 
 CANDIDATE_BACKENDS = ("flash", "mem_efficient", "cudnn")
@@ -40,14 +39,6 @@ def sdpa_backend(name: str) -> Any:
         "math": SDPBackend.MATH,
     }
     return table[name]
-
-
-def attention_skip_reason(backend: str, device: DeviceInfo) -> str | None:
-    """Why `backend` cannot be checked on `device` (need vs found); None when it can."""
-    if backend in device.attention_backends:
-        return None
-    where = device.arch if device.is_gpu else f"cpu ({device.name})"
-    return f"needs the {backend} SDPA backend, found {', '.join(device.attention_backends)} on {where}"
 
 
 def rocm_flash_library() -> str:

@@ -13,35 +13,9 @@ import contextlib
 from typing import Iterator
 
 from rocm_validate.errors import BlasUnavailable
-from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.platform.capabilities import blas_library
 
-BLAS_CHOICES = ("default", "blaslt", "blas")
-_LIBRARIES = {
-    ("cuda", "blaslt"): "cublaslt",
-    ("cuda", "blas"): "cublas",
-    ("rocm", "blaslt"): "hipblaslt",
-    ("rocm", "blas"): "rocblas",
-}
 _TORCH_SETTING = {"cublaslt": "cublaslt", "hipblaslt": "cublaslt", "cublas": "cublas", "rocblas": "cublas"}
-
-
-
-def blas_library(choice: str, backend: str) -> str | None:
-    """The library a choice means on a platform: ('blaslt', 'rocm') -> 'hipblaslt'; None for
-    'default' or where there is no such choice (the CPU)."""
-    if choice not in BLAS_CHOICES:
-        raise ValueError(f"BLAS choice must be one of {', '.join(BLAS_CHOICES)}, found {choice!r}")
-    return _LIBRARIES.get((backend, choice))
-
-
-def blas_skip_reason(choice: str, device: DeviceInfo) -> str | None:
-    """Why `choice` cannot be tested on `device` (need vs found); None when it can."""
-    if choice == "default" or blas_library(choice, device.backend) is not None:
-        return None
-    return (
-        f"needs a GPU BLAS library choice (cuBLAS / cuBLASLt on CUDA, rocBLAS / hipBLASLt on ROCm), "
-        f"found {device.backend} ({device.preferred_blas or 'its own BLAS'})"
-    )
 
 
 def _setting_name(value: object) -> str:
@@ -63,7 +37,7 @@ def preferred_blas(choice: str, backend: str) -> Iterator[str]:
         torch.backends.cuda.preferred_blas_library(_TORCH_SETTING[library])
         now = _setting_name(torch.backends.cuda.preferred_blas_library())
         if now != _TORCH_SETTING[library]:
-            raise BlasUnavailable(f"needs {library} selectable on this device, found PyTorch kept {now}")
+            raise BlasUnavailable(f"asked for {library}, PyTorch kept {now}")
         yield library
     finally:
         torch.backends.cuda.preferred_blas_library(previous)

@@ -19,29 +19,11 @@ import torch
 
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
-from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads import fp8
 from rocm_validate.workloads.fp8 import Fp8Format
 from rocm_validate.workloads.shapes import GemmProblem
 
-SCALINGS = ("tensorwise", "rowwise")
 LAYOUTS = ("contiguous", "sliced", "row-offset")
-
-
-def scaled_mm_skip_reason(device: DeviceInfo, scaling: str = "tensorwise", out_dtype: str = "bfloat16") -> str | None:
-    """Why torch._scaled_mm with this scaling and output cannot be checked here (need vs found)."""
-    where = device.arch if device.is_gpu else f"cpu ({device.name})"
-    if not device.fp8_formats:
-        return f"needs native FP8, found none on {where}"
-    if not device.scaled_mm:
-        return f"needs torch._scaled_mm (gfx942, gfx950 on ROCm 6.5+, gfx12 on ROCm 6.3+, sm_89+), found {where}"
-    if scaling == "rowwise" and not fp8.rowwise_scaled_mm_supported(device.backend, device.arch, device.runtime_version):
-        return f"needs row-wise _scaled_mm (sm_90+, gfx942/gfx950 with ROCm 6.4+, CPU), found {where} " \
-               f"(runtime {device.runtime_version})"
-    allowed = fp8.scaled_mm_out_dtypes(device.backend, scaling == "rowwise")
-    if out_dtype not in allowed:
-        return f"needs {out_dtype} output from {scaling} _scaled_mm, found only {', '.join(allowed)} on {device.backend}"
-    return None
 
 
 def _canonical_bits(bits: torch.Tensor, fmt: Fp8Format) -> torch.Tensor:

@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
+from rocm_validate.core.options import THRESHOLD_FORMS
 from rocm_validate.perf.stats import combined_noise, relative_noise
 from rocm_validate.results.metrics import Metric, format_number
 
@@ -80,7 +81,6 @@ DEFAULT_RULES: tuple[ThresholdRule, ...] = (
     ThresholdRule("*", Threshold(floor=0.03, k=3.0, cap=0.08)),
 )
 
-INI_FORMS = "PATTERN [floor=FRACTION] [k=NUMBER] [cap=FRACTION] [backend=rocm|cuda|cpu] [info=REASON]"
 
 
 def parse_rule(line: str, base: Iterable[ThresholdRule] = DEFAULT_RULES) -> ThresholdRule:
@@ -88,12 +88,12 @@ def parse_rule(line: str, base: Iterable[ThresholdRule] = DEFAULT_RULES) -> Thre
     would otherwise give the pattern. Raises ValueError naming the bad part."""
     words = shlex.split(line)
     if not words or "=" in words[0]:
-        raise ValueError(f"expected a metric pattern first; accepted: {INI_FORMS}")
+        raise ValueError(f"expected a metric pattern first; accepted: {THRESHOLD_FORMS}")
     pattern, settings = words[0], {}
     for word in words[1:]:
         key, sep, value = word.partition("=")
         if not sep or key not in ("floor", "k", "cap", "backend", "info"):
-            raise ValueError(f"{word!r} is not a setting; accepted: {INI_FORMS}")
+            raise ValueError(f"{word!r} is not a setting; accepted: {THRESHOLD_FORMS}")
         settings[key] = value
     backend = settings.pop("backend", None)
     if backend is not None and backend not in ("rocm", "cuda", "cpu"):

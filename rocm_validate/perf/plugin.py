@@ -26,56 +26,35 @@ from rocm_validate.perf.recorder import (
 if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
 
-WINDOW = options.OptionSpec(
-    "--rocm-perf-window",
-    "rocm_perf_window",
-    "ROCM_VALIDATE_PERF_WINDOW",
-    "scale every perf measurement window by this factor (default 1; more is quieter and slower)",
-    "FACTOR",
-)
-BENCHMARK_JSON = options.OptionSpec(
-    "--rocm-benchmark-json",
-    None,
-    None,
-    "also write the perf metrics as pytest-benchmark JSON (for dashboards) to this path",
-    "PATH",
-)
-THRESHOLDS_INI = "rocm_perf_thresholds"
-THRESHOLDS_HELP = f"per-metric gate thresholds, one rule a line: {gate.INI_FORMS}"
 
 SETTINGS_KEY = pytest.StashKey[PerfSettings]()
 CONTEXT_KEY = pytest.StashKey[PerfContext]()
 HEADER_KEY = pytest.StashKey["list[str]"]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    options.add_spec(parser, WINDOW)
-    options.add_spec(parser, BENCHMARK_JSON)
-    parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
 
-
-def parse_window(value: str, source: str = WINDOW.flag) -> float:
+def parse_window(value: str, source: str = options.WINDOW.flag) -> float:
     """'2' -> 2.0; a positive factor, at most 20."""
     try:
         factor = float(value)
     except ValueError:
         factor = float("nan")
     if not (0 < factor <= 20):
-        raise UsageError(f"{source}={value!r}: expected a positive factor up to 20, e.g. {WINDOW.flag}=2")
+        raise UsageError(f"{source}={value!r}: expected a positive factor up to 20, e.g. {options.WINDOW.flag}=2")
     return factor
 
 
 def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
     """Read the perf options once; raises UsageError naming the bad value."""
-    value, source = options.raw_value(config, WINDOW)
+    value, source = options.raw_value(config, options.WINDOW)
     try:
-        rules = gate.parse_rules(config.getini(THRESHOLDS_INI))
+        rules = gate.parse_rules(config.getini(options.THRESHOLDS_INI))
     except ValueError as exc:
-        raise UsageError(f"{THRESHOLDS_INI} (ini): {exc}") from None
+        raise UsageError(f"{options.THRESHOLDS_INI} (ini): {exc}") from None
     return PerfSettings(
         window_factor=1.0 if value is None else parse_window(value, source),
         rules=rules,
-        benchmark_json=options.output_file(config, BENCHMARK_JSON, "benchmarks.json"),
+        benchmark_json=options.output_file(config, options.BENCHMARK_JSON, "benchmarks.json"),
     )
 
 
@@ -100,7 +79,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise UsageError(str(exc)) from None
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
     perf = config.stash[SETTINGS_KEY]
-    rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
+    rules = f"{len(perf.rules)} {options.THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
     lines = [f"rocm-validate perf: baselines {described}; {rules}; window x{perf.window_factor:g}"]
     warning = shared_device_warning(getattr(config.option, "numprocesses", None), state.device())
     config.stash[HEADER_KEY] = lines + ([warning] if warning else [])

@@ -1,17 +1,14 @@
-"""Platform decisions as pure functions of discovered facts (architecture names, versions).
+"""Architecture names and keys: gfx / sm parsing, version parsing, caches and the device key.
 
-Nothing here touches a device: every rule takes strings and numbers and is unit-tested with
-the facts of devices we cannot run on (MI300X, MI355X, MI250, ...). Sources for each rule are
-PyTorch's own dispatch (`_scaled_mm_is_fnuz`, hipBLASLt default selection, SDPA availability).
+Pure functions of strings and numbers, unit-tested with the facts of devices we cannot run on
+(MI300X, MI355X, MI250, ...). What a device can run (FP8, `_scaled_mm`, attention, BLAS) is
+decided from these facts in `rocm_validate.platform.capabilities`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-FP8_FNUZ: tuple[str, str] = ("e4m3fnuz", "e5m2fnuz")
-FP8_OCP: tuple[str, str] = ("e4m3fn", "e5m2")
 
 # AMD Infinity Cache (MALL) sits behind L2 and in front of HBM; a cache flush must exceed it.
 _INFINITY_CACHE_MIB: dict[str, int] = {"gfx942": 256, "gfx950": 256}
@@ -82,98 +79,6 @@ def parse_version(text: str | None) -> tuple[int, int] | None:
     if not match:
         return None
     return int(match.group(1)), int(match.group(2) or 0)
-
-
-def fp8_formats(backend: str, arch: str) -> tuple[str, ...]:
-    """FP8 formats the device computes natively; () when it has none.
-
-    gfx94x (MI300X / MI325X / MI300A) use the fnuz variants (max 240, one NaN, no -0);
-    gfx950 (MI350 / MI355X), gfx12 and NVIDIA sm_89+ use OCP e4m3fn / e5m2 (max 448).
-    The CPU emulates OCP fp8 in PyTorch.
-    """
-    if backend == "rocm":
-        if arch.startswith("gfx94"):
-            return FP8_FNUZ
-        if arch == "gfx950" or arch.startswith("gfx12"):
-            return FP8_OCP
-        return ()
-    if backend == "cuda":
-        number = sm_number(arch)
-        return FP8_OCP if number is not None and number >= 89 else ()
-    if backend == "cpu":
-        return FP8_OCP
-    return ()
-
-
-def scaled_mm_supported(backend: str, arch: str, runtime_version: str | None) -> bool:
-    """Whether torch._scaled_mm (the FP8 GEMM) is expected to run on this device.
-
-    ROCm: gfx942; gfx1200/gfx1201 from ROCm 6.3; gfx950 from ROCm 6.5. CUDA: sm_89 and newer.
-    """
-    if backend == "rocm":
-        version = parse_version(runtime_version) or (0, 0)
-        if arch == "gfx942":
-            return True
-        if arch in ("gfx1200", "gfx1201"):
-            return version >= (6, 3)
-        if arch == "gfx950":
-            return version >= (6, 5)
-        return False
-    if backend == "cuda":
-        number = sm_number(arch)
-        return number is not None and number >= 89
-    return backend == "cpu"
-
-
-_ROCM_FLASH_ARCHS = frozenset({"gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"})
-
-
-def attention_backends(
-    backend: str,
-    arch: str,
-    flash_compiled: bool,
-    mem_efficient_compiled: bool,
-    cudnn_available: bool,
-) -> tuple[str, ...]:
-    """SDPA backends expected to run on this device, besides the always-present 'math'.
-
-    ROCm: flash and memory-efficient both come from AOTriton (or CK) on gfx90a, gfx942,
-    gfx950, gfx1100 and gfx1201; there is no cuDNN attention. CUDA: flash needs sm_80+,
-    memory-efficient sm_50+, cuDNN attention sm_80+ with cuDNN 9. CPU: the fused flash kernel.
-    """
-    found: list[str] = []
-    if backend == "rocm":
-        if arch in _ROCM_FLASH_ARCHS:
-            if flash_compiled:
-                found.append("flash")
-            if mem_efficient_compiled:
-                found.append("mem_efficient")
-    elif backend == "cuda":
-        number = sm_number(arch) or 0
-        if flash_compiled and number >= 80:
-            found.append("flash")
-        if mem_efficient_compiled and number >= 50:
-            found.append("mem_efficient")
-        if cudnn_available and number >= 80:
-            found.append("cudnn")
-    elif backend == "cpu":
-        found.append("flash")
-    return ("math", *found)
-
-
-def default_rocm_blas(archs: list[str], rocm_version: str | None) -> str:
-    """The BLAS library PyTorch picks by default on ROCm: hipBLASLt only if every visible GPU
-    supports it (gfx90a, gfx942; gfx1200/1201 from ROCm 6.3; gfx950 from ROCm 6.5), else rocBLAS.
-    """
-    version = parse_version(rocm_version) or (0, 0)
-    supported = {"gfx90a", "gfx942"}
-    if version >= (6, 3):
-        supported |= {"gfx1200", "gfx1201"}
-    if version >= (6, 5):
-        supported.add("gfx950")
-    if archs and all(arch in supported for arch in archs):
-        return "hipblaslt"
-    return "rocblas"
 
 
 def infinity_cache_bytes(backend: str, arch: str) -> int | None:

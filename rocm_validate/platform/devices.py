@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from rocm_validate.errors import DeviceError
-from rocm_validate.platform import amd_tools, arch
+from rocm_validate.platform import amd_tools, arch, capabilities
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 
 VISIBILITY_VARIABLES = (
@@ -216,7 +216,7 @@ def build_gpu_info(
         sources.append("nvidia-ml-py")
     preferred = stack.preferred_blas
     if backend == "rocm" and preferred is None:
-        preferred = arch.default_rocm_blas(list(stack.visible_archs) or [gpu_arch_name], stack.runtime_version)
+        preferred = capabilities.default_rocm_blas(list(stack.visible_archs) or [gpu_arch_name], stack.runtime_version)
     return DeviceInfo(
         backend=backend,
         index=facts.index,
@@ -247,9 +247,9 @@ def build_gpu_info(
         compute_partition=compute_partition,
         memory_partition=memory_partition,
         visibility=visibility(env),
-        fp8_formats=arch.fp8_formats(backend, gpu_arch_name),
-        scaled_mm=arch.scaled_mm_supported(backend, gpu_arch_name, stack.runtime_version),
-        attention_backends=arch.attention_backends(
+        fp8_formats=capabilities.fp8_formats(backend, gpu_arch_name),
+        scaled_mm=capabilities.scaled_mm_supported(backend, gpu_arch_name, stack.runtime_version),
+        attention_backends=capabilities.attention_backends(
             backend, gpu_arch_name, stack.flash_compiled, stack.mem_efficient_compiled, stack.cudnn_attention
         ),
         preferred_blas=preferred,
@@ -524,9 +524,9 @@ def discover_cpu(torch: Any | None, env: Mapping[str, str], errors: Iterable[str
         last_level_cache_bytes=_cpu_cache_bytes(3) or _cpu_cache_bytes(2),
         torch_version=str(torch.__version__) if torch is not None else None,
         visibility=visibility(env),
-        fp8_formats=arch.fp8_formats("cpu", model) if torch is not None else (),
-        scaled_mm=torch is not None and hasattr(torch, "_scaled_mm"),
-        attention_backends=arch.attention_backends("cpu", model, False, False, False),
+        fp8_formats=capabilities.fp8_formats("cpu", model) if torch is not None else (),
+        scaled_mm=torch is not None and hasattr(torch, "_scaled_mm") and capabilities.scaled_mm_supported("cpu", model, None),
+        attention_backends=capabilities.attention_backends("cpu", model, False, False, False),
         preferred_blas=blas,
         sources=("torch",) if torch is not None else ("os",),
         errors=tuple(errors),

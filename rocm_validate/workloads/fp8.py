@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from rocm_validate.platform import arch
+from rocm_validate.platform import arch, capabilities
 
 
 @dataclass(frozen=True)
@@ -158,49 +158,24 @@ def overflow_allowed(fmt: Fp8Format, value: float, result: float) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# torch._scaled_mm: what each platform accepts, as pure functions of discovered facts.
-
-
-def scaled_mm_alignment(backend: str) -> int:
-    """cuBLASLt and hipBLASLt FP8 GEMMs need K and N to be multiples of 16; the CPU does not.
-
-    backend: "cpu", "cuda" or "rocm" (a torch device type works too: ROCm GPUs are "cuda")."""
-    return 1 if backend == "cpu" else 16
-
-
-def rowwise_scaled_mm_supported(backend: str, arch_name: str, runtime_version: str | None) -> bool:
-    """Row-wise (per-row of A, per-column of B) scales: CUDA sm_90+ (CUTLASS kernels),
-    ROCm gfx942 / gfx950 with hipBLASLt from ROCm 6.4, and the CPU."""
-    if backend == "cpu":
-        return True
-    if backend == "cuda":
-        return (arch.sm_number(arch_name) or 0) >= 90
-    if backend == "rocm":
-        return arch_name in ("gfx942", "gfx950") and (arch.parse_version(runtime_version) or (0, 0)) >= (6, 4)
-    return False
-
-
-def scaled_mm_out_dtypes(backend: str, rowwise: bool) -> tuple[str, ...]:
-    """Output dtypes _scaled_mm produces: row-wise scales give bf16 only on CUDA and hipBLASLt."""
-    if rowwise and backend in ("cuda", "rocm"):
-        return ("bfloat16",)
-    return ("bfloat16", "float32")
+# torch._scaled_mm on a torch device: facts from torch, the decision from platform.capabilities.
 
 
 @functools.lru_cache(maxsize=None)
 def scaled_mm_usable(device_type: str, index: int | None = None) -> bool:
-    """Whether torch._scaled_mm runs on this torch device, from the arch and runtime torch reports."""
+    """Whether torch._scaled_mm runs on this torch device: the arch and runtime torch reports,
+    judged by `capabilities.scaled_mm_supported`."""
     if not hasattr(torch, "_scaled_mm"):
         return False
     if device_type == "cpu":
-        return True
+        return capabilities.scaled_mm_supported("cpu", "cpu", None)
     if device_type != "cuda" or not torch.cuda.is_available():
         return False
     props = torch.cuda.get_device_properties(index or 0)
     if getattr(torch.version, "hip", None):
         gcn = arch.parse_gcn_arch(str(getattr(props, "gcnArchName", "")))
-        return arch.scaled_mm_supported("rocm", gcn.name, torch.version.hip)
-    return arch.scaled_mm_supported("cuda", arch.sm_arch(props.major, props.minor), torch.version.cuda)
+        return capabilities.scaled_mm_supported("rocm", gcn.name, torch.version.hip)
+    return capabilities.scaled_mm_supported("cuda", arch.sm_arch(props.major, props.minor), torch.version.cuda)
 
 
 def _pad_to(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
@@ -233,7 +208,7 @@ def fp8_mm(
     if not use_scaled_mm:
         product = a.float() @ b.float()
         return (product * (a_scale_inv * b_scale_inv)).to(out_dtype)
-    align = alignment or scaled_mm_alignment(a.device.type)
+    align = alignment or capabilities.scaled_mm_alignment(a.device.type)
     m, k = a.shape
     n = b.shape[1]
     k_pad, n_pad = _round_up(k, align), _round_up(n, align)

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from rocm_validate.core.requirements import fp8_skip_reason
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.fp8 import (
     check_bit_patterns,
@@ -22,8 +23,9 @@ ROLES = {"forward": 0, "gradient": 1}
 @pytest.fixture(params=list(ROLES))
 def fp8_format(request, rocm_device):
     """The device's forward (E4M3) and gradient (E5M2) formats, from DeviceInfo.fp8_formats."""
-    if len(rocm_device.fp8_formats) < 2:
-        pytest.skip(f"needs native FP8 formats, found none on {rocm_device.arch}")
+    reason = fp8_skip_reason(rocm_device)
+    if reason:
+        pytest.skip(reason)
     return fp8.fp8_format(rocm_device.fp8_formats[ROLES[request.param]])
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from rocm_validate.core.requirements import scaled_mm_skip_reason
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.fp8 import (
     EXACT_KINDS,
     LAYOUTS,
     check_scaled_mm,
     check_scaled_mm_exact,
-    scaled_mm_skip_reason,
 )
 from rocm_validate.workloads import fp8
 from rocm_validate.workloads.shapes import GEMM_SHAPES, gemm_problem

@@ -11,12 +11,16 @@ import math
 import pytest
 import torch
 
+from rocm_validate.core.requirements import (
+    fp8_skip_reason,
+    library_skip_reason,
+    scaled_mm_skip_reason,
+)
 from rocm_validate.correctness.compare import assert_passed, compare, sqnr_db
 from rocm_validate.correctness.fp8 import (
     check_fp8_layer,
     check_fp8_linear_paths,
     linear_size,
-    scaled_mm_skip_reason,
 )
 from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.workloads import fp8
@@ -25,8 +29,9 @@ from rocm_validate.workloads.shapes import training_dtype
 
 @pytest.fixture
 def fp8_formats(rocm_device):
-    if len(rocm_device.fp8_formats) < 2:
-        pytest.skip(f"needs native FP8 formats, found none on {rocm_device.arch}")
+    reason = fp8_skip_reason(rocm_device)
+    if reason:
+        pytest.skip(reason)
     return tuple(rocm_device.fp8_formats[:2])
 
 
@@ -35,7 +40,7 @@ def _optional(module: str, purpose: str):
     try:
         return importlib.import_module(module)
     except Exception as exc:  # an optional library may fail with any error, e.g. a CUDA mismatch
-        pytest.skip(f"needs {module} to {purpose}, found it not importable ({type(exc).__name__}: {exc})")
+        pytest.skip(library_skip_reason(module, purpose, exc))
 
 
 def test_delayed_scaling_rolls_the_amax_history_exactly(torch_device, fp8_formats):

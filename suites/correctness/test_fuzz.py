@@ -8,22 +8,19 @@ import pytest
 from hypothesis import given, reject
 from hypothesis import strategies as st
 
+from rocm_validate.core.requirements import attention_skip_reason, scaled_mm_skip_reason
 from rocm_validate.correctness.attention import (
     CANDIDATE_BACKENDS,
     MASKS,
     V_LAYOUTS,
     AttentionCase,
-    attention_skip_reason,
     check_attention,
 )
 from rocm_validate.correctness.compare import assert_passed
-from rocm_validate.correctness.fp8 import (
-    SCALINGS,
-    check_scaled_mm,
-    scaled_mm_skip_reason,
-)
+from rocm_validate.correctness.fp8 import check_scaled_mm
 from rocm_validate.correctness.gemm import check_linear
 from rocm_validate.errors import BackendRefused
+from rocm_validate.platform.capabilities import SCALINGS
 from rocm_validate.workloads import fp8
 from rocm_validate.workloads.shapes import GemmProblem, attention_dtypes, gemm_dtypes
 

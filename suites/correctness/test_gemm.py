@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.correctness.blas import (
-    BLAS_CHOICES,
-    blas_skip_reason,
-    preferred_blas,
-)
+from rocm_validate.core.requirements import blas_skip_reason, refusal_skip_reason
+from rocm_validate.correctness.blas import preferred_blas
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.gemm import (
     check_exact_gemm,
@@ -17,6 +14,7 @@ from rocm_validate.correctness.gemm import (
     check_linear,
 )
 from rocm_validate.errors import BlasUnavailable
+from rocm_validate.platform.capabilities import BLAS_CHOICES
 from rocm_validate.workloads.shapes import GEMM_SHAPES, gemm_problem
 
 
@@ -29,8 +27,8 @@ def blas_library(request, rocm_device):
     try:
         with preferred_blas(request.param, rocm_device.backend) as library:
             yield library
-    except BlasUnavailable as exc:
-        pytest.skip(str(exc))
+    except BlasUnavailable as refusal:
+        pytest.skip(refusal_skip_reason(f"PyTorch to select the {request.param} BLAS library", refusal))
 
 
 @pytest.mark.parametrize("shape", list(GEMM_SHAPES))

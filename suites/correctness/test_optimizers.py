@@ -7,6 +7,7 @@ import importlib
 
 import pytest
 
+from rocm_validate.core.requirements import library_skip_reason
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.optimizers import ADAMW_VARIANTS, check_adamw, check_lamb
 
@@ -22,7 +23,7 @@ def test_apex_fused_lamb_matches_the_reference_lamb(rocm_device, torch_device):
     try:
         optimizers = importlib.import_module("apex.optimizers")
     except Exception as exc:  # apex's CUDA extensions fail to import in many ways
-        pytest.skip(f"needs apex (with its CUDA extensions) to validate FusedLAMB, found it not importable: {exc}")
+        pytest.skip(library_skip_reason("apex (with its CUDA extensions)", "validate FusedLAMB", exc))
 
     def make(params, config):
         return optimizers.FusedLAMB(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from rocm_validate.core.requirements import attention_skip_reason, refusal_skip_reason
 from rocm_validate.correctness.attention import (
     CANDIDATE_BACKENDS,
     NAMED_CASES,
-    attention_skip_reason,
     check_attention,
     named_case,
 )
@@ -28,5 +28,5 @@ def test_sdpa_backend_matches_the_float64_golden(rocm_device, torch_device, back
     try:
         results = check_attention(case, backend, torch_device, rocm_device.backend, rocm_device.arch)
     except BackendRefused as refusal:
-        pytest.skip(f"needs {backend} SDPA to accept {case.describe()}, found it refuses: {refusal}")
+        pytest.skip(refusal_skip_reason(f"{backend} SDPA to accept {case.describe()}", refusal))
     assert_passed(results)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
+from rocm_validate.core.requirements import scaled_mm_skip_reason
 from rocm_validate.perf.kernels import (
     GEMM_CASES,
     GEMM_DTYPES,

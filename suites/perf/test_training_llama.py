@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import pytest
 
-from rocm_validate.correctness.fp8 import scaled_mm_skip_reason
+from rocm_validate.core.requirements import scaled_mm_skip_reason
 from rocm_validate.workloads.training import (
     STEP_PLANS,
     TrainingSetup,
