@@ -27,9 +27,7 @@ from typing import Any, Callable
 import torch
 
 from rocm_validate.perf.kernels import (
-    GEMM_CASES,
     GEMM_DTYPES,
-    gemm_flops,
     gemm_kernel,
     gemm_operands,
     gemm_set_bytes,
@@ -46,6 +44,7 @@ from rocm_validate.perf.timing import (
 )
 from rocm_validate.platform.devices import discover_devices, select_device
 from rocm_validate.results import jsonfile
+from rocm_validate.workloads.shapes import GEMM_BENCHMARKS, gemm_flops
 
 COPY_BYTES = 2048 * 1024 * 1024
 RESULTS_SCHEMA: dict[str, Any] = {"title": "perf fidelity", "type": "object", "required": ["device", "rows"]}
@@ -131,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if dtype == "fp8" and not (device.scaled_mm and device.fp8_formats):
             continue
         fp8_format = device.fp8_formats[0] if dtype == "fp8" else None
-        for case in GEMM_CASES:
+        for case in GEMM_BENCHMARKS:
             m, n, k = case.shape("full")
             count = rotation_count(gemm_set_bytes(dtype, m, n, k), defeat)
             rotation = Rotation([gemm_operands(dtype, m, n, k, target, fp8_format) for _ in range(count)])

@@ -74,3 +74,11 @@ def test_dtype_and_attention_implementation_are_applied():
 def test_a_bad_build_request_names_what_is_wrong(kwargs, message):
     with pytest.raises(ModelBuildError, match=message.replace("(", r"\(")):
         models.build_model(**kwargs)
+
+
+def test_builds_from_one_seed_are_identical_and_another_seed_differs():
+    first = models.build_model("bert-base", seed=7).model.state_dict()
+    second = models.build_model("bert-base", seed=7).model.state_dict()
+    other = models.build_model("bert-base", seed=8).model.state_dict()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.core import oom
-from rocm_validate.perf.kernels import (
-    ATTENTION_CASES,
-    GEMM_CASES,
+from rocm_validate.workloads.shapes import (
+    ATTENTION_BENCHMARKS,
+    GEMM_BENCHMARKS,
     attention_flops,
     gemm_flops,
 )
@@ -24,9 +24,9 @@ def test_attention_counts_flash_attention_flops_and_halves_them_when_causal() ->
     assert attention_flops(48, 16, 512, 64, causal=True, backward=False) == forward / 2
 
 
-def test_the_full_shapes_are_the_issues() -> None:
-    assert {c.shape("full") for c in GEMM_CASES} >= {(8192, 8192, 8192), (24576, 4096, 1024), (8192, 14336, 4096)}
-    assert {c.shape("full") for c in ATTENTION_CASES} == {(48, 16, 512, 64), (8, 32, 4096, 128)}
+def test_the_full_benchmark_shapes_are_the_model_layers_at_training_batch_sizes() -> None:
+    assert {c.shape("full") for c in GEMM_BENCHMARKS} >= {(8192, 8192, 8192), (24576, 4096, 1024), (8192, 14336, 4096)}
+    assert {c.shape("full") for c in ATTENTION_BENCHMARKS} == {(48, 16, 512, 64), (8, 32, 4096, 128)}
 
 
 def test_an_oom_message_states_need_and_found() -> None:

@@ -95,7 +95,7 @@ def _row(run: RunFacts) -> tuple[str, ...]:
         run.file,
         run.status,
         _fixed(run.minutes, 2),
-        _number(run.to_converge),
+        _count_text(run.to_converge),
         _fixed(run.last_eval_accuracy, 4),
         _fixed(run.samples_per_second, 1),
         "ok" if not run.compliance else f"{len(run.compliance)} issues",
@@ -122,13 +122,13 @@ def render(score: RunSetScore) -> list[str]:
     record = score.rcp.record
     lines += [
         "",
-        f"olympic mean: {_fixed(score.olympic_mean_minutes, 3)} minutes, {_number(score.olympic_mean_to_converge)} {unit} to converge",
+        f"olympic mean: {_fixed(score.olympic_mean_minutes, 3)} minutes, {_count_text(score.olympic_mean_to_converge)} {unit} to converge",
         f"RCP check: {'PASS' if score.rcp.passed else 'FAIL'} ({score.rcp.message})",
     ]
     if record:
         lines.append(
-            f"  RCP mean {_number(record['mean'])} {unit}, stdev {_number(record['stdev'])}, fastest mean allowed "
-            f"{_number(record['min_acceptable_mean'])} (max speedup {record['max_speedup']:.4f})"
+            f"  RCP mean {_count_text(record['mean'])} {unit}, stdev {_count_text(record['stdev'])}, fastest mean allowed "
+            f"{_count_text(record['min_acceptable_mean'])} (max speedup {record['max_speedup']:.4f})"
         )
     lines += [
         f"normalization factor: {_fixed(score.rcp.normalization_factor, 4)}",
@@ -137,7 +137,7 @@ def render(score: RunSetScore) -> list[str]:
     return lines
 
 
-def _number(value: float | None) -> str:
+def _count_text(value: float | None) -> str:
     """Sample counts in full with separators (2,457,600); epochs with four significant digits."""
     if value is None:
         return "-"

@@ -296,10 +296,6 @@ class Candidate:
     fp8_linear: bool = False
     lr_scale: float = 1.0  # multiplies the learning rate (1.0 in every shipped candidate)
 
-    @property
-    def is_reference(self) -> bool:
-        return self == REFERENCE
-
 
 REFERENCE = Candidate("reference", "fp32, for-loop AdamW, eager: the configuration the RCPs are recorded with")
 CANDIDATES: tuple[Candidate, ...] = (

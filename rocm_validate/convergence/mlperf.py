@@ -218,7 +218,7 @@ def run_facts(
         minutes=minutes,
         to_converge=to_converge,
         convergence_unit=unit,
-        last_eval_accuracy=_number(evaluation.value) if evaluation else None,
+        last_eval_accuracy=_numeric_value(evaluation.value) if evaluation else None,
         samples_per_second=_throughput(parsed, benchmark, unit, minutes),
         problems=tuple(problems),
         compliance=tuple(compliance),
@@ -226,7 +226,7 @@ def run_facts(
     )
 
 
-def _number(value: Any) -> float | None:
+def _numeric_value(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -238,11 +238,11 @@ def _throughput(parsed: ParsedLog, benchmark: str | None, unit: str, minutes: fl
     trained = parsed.last("train_samples")
     samples = None
     if benchmark == "bert" and trained is not None:
-        samples = _number(trained.value)
+        samples = _numeric_value(trained.value)
     elif evaluation is not None and unit == "samples":
-        samples = _number(evaluation.metadata.get("samples_count", evaluation.metadata.get("epoch_num")))
+        samples = _numeric_value(evaluation.metadata.get("samples_count", evaluation.metadata.get("epoch_num")))
     elif evaluation is not None and trained is not None:  # epochs x training-set size
-        epochs, size = _number(evaluation.metadata.get("epoch_num")), _number(trained.value)
+        epochs, size = _numeric_value(evaluation.metadata.get("epoch_num")), _numeric_value(trained.value)
         samples = epochs * size if epochs is not None and size is not None else None
     return None if samples is None else samples / (minutes * 60.0)
 

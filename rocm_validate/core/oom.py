@@ -1,8 +1,10 @@
-"""Out-of-memory failures: recognised without importing torch, described as need vs found.
+"""Out-of-memory failures, the one path for every suite: recognised without importing torch,
+described as need vs found, and released before the next test.
 
-An OOM inside one test must fail that test with a message a person can act on and must not
-poison the tests after it; `free_device_memory` returns the caching allocator's blocks once the
-failed test's tensors are gone.
+An OOM inside one test fails that test with a message a person can act on and must not poison
+the tests after it: the message is built outside the `except` block (so the failed frames and
+their tensors can be freed), and `free_device_memory` returns the caching allocator's blocks in
+the test's teardown.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import gc
 import re
 import sys
 from dataclasses import dataclass
+from typing import Any, Generator
+
+import pytest
 
 _TRIED = re.compile(r"Tried to allocate ([0-9.]+ [KMGT]?i?B)")
 GIB = 1024**3
@@ -68,3 +73,30 @@ def free_device_memory() -> None:
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
+
+
+_OOM_KEY = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    """An out-of-memory error fails its test with need vs found, without the traceback."""
+    message = ""
+    try:
+        return (yield)
+    except BaseException as exc:
+        if not is_out_of_memory(exc):
+            raise
+        item.stash[_OOM_KEY] = True
+        message = describe_oom(item.nodeid, str(exc), memory_facts())
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
+    """After an out-of-memory failure: hand the memory back so the next test starts clean."""
+    try:
+        return (yield)
+    finally:
+        if item.stash.get(_OOM_KEY, False):
+            free_device_memory()

@@ -131,6 +131,16 @@ class Settings:
         """The --rocm-device value that reproduces this run's device choice."""
         return "auto" if self.device is None else str(self.device)
 
+    def summary(self) -> dict[str, object]:
+        """The settings as the JSON report records them."""
+        return {
+            "suites": sorted(self.suites),
+            "update_baselines": self.update_baselines,
+            "baselines_dir": str(self.baselines_dir),
+            "device": self.device_argument(),
+            "strict": self.strict,
+        }
+
 
 def add_spec(parser: pytest.Parser, spec: OptionSpec) -> None:
     """Register one valued option in the rocm-validate group, and its ini twin if it has one."""

@@ -1,68 +1,11 @@
-"""The shapes the perf suite measures, at full size (GPU) and tiny size (CPU), and their work.
-
-Full sizes come from the issue: 8192^3, and the GEMMs and attention of BERT-L pretraining
-(batch 48 x sequence 512 = 24576 tokens, hidden 1024, FFN 4096, 16 heads of 64) and of
-Llama-3.1-8B training (8192 tokens, hidden 4096, MLP 14336, 32 heads of 128 at 4096 positions).
-Tiny sizes mirror the `tiny` model configs so the CPU run exercises the same code paths.
-"""
+"""The kernels the perf suite times on the shapes of `rocm_validate.workloads.shapes`: GEMM
+operands in each dtype (FP8 laid out as torch._scaled_mm wants it) and the GEMM call itself."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8")
-
-
-@dataclass(frozen=True)
-class GemmCase:
-    """C[M, N] = A[M, K] @ B[K, N] at both scales."""
-
-    label: str
-    full: tuple[int, int, int]
-    tiny: tuple[int, int, int]
-
-    def shape(self, scale: str) -> tuple[int, int, int]:
-        return self.full if scale == "full" else self.tiny
-
-
-@dataclass(frozen=True)
-class AttentionCase:
-    """Scaled dot-product attention on (batch, heads, sequence, head dim) at both scales."""
-
-    label: str
-    full: tuple[int, int, int, int]
-    tiny: tuple[int, int, int, int]
-    causal: bool
-
-    def shape(self, scale: str) -> tuple[int, int, int, int]:
-        return self.full if scale == "full" else self.tiny
-
-
-GEMM_CASES: tuple[GemmCase, ...] = (
-    GemmCase("square-8192", (8192, 8192, 8192), (128, 128, 128)),
-    GemmCase("bert-large-ffn", (24576, 4096, 1024), (256, 512, 128)),
-    GemmCase("llama-8b-mlp", (8192, 14336, 4096), (128, 896, 256)),
-)
-
-ATTENTION_CASES: tuple[AttentionCase, ...] = (
-    AttentionCase("bert-large", (48, 16, 512, 64), (4, 4, 128, 32), causal=False),
-    AttentionCase("llama-8b", (8, 32, 4096, 128), (1, 8, 128, 32), causal=True),
-)
-
-
-def gemm_flops(m: int, n: int, k: int) -> float:
-    """A multiply and an add per term: 2*M*N*K."""
-    return 2.0 * m * n * k
-
-
-def attention_flops(batch: int, heads: int, seq: int, head_dim: int, causal: bool, backward: bool) -> float:
-    """FLOPs of SDPA as FlashAttention counts them: forward 4*B*H*S^2*D (QK^T and PV), backward
-    2.5x the forward (five matmuls to the forward's two), halved for a causal mask."""
-    forward = 4.0 * batch * heads * seq * seq * head_dim
-    if causal:
-        forward /= 2
-    return forward * 2.5 if backward else forward
 
 
 def gemm_set_bytes(dtype: str, m: int, n: int, k: int) -> int:

@@ -6,12 +6,12 @@ Imports only the standard library, pytest and torch-free project modules at modu
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
 from rocm_validate.core import options
+from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
 from rocm_validate.errors import UsageError
 from rocm_validate.perf import gate
@@ -136,19 +136,8 @@ def perf(
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    """After a perf test's body: fail on regressions, skip on missing baselines; an OOM fails
-    with need vs found (built outside the except block, so its frames and tensors can be freed)."""
-    from rocm_validate.core.oom import describe_oom, is_out_of_memory, memory_facts
-
-    message = ""
-    try:
-        result = yield
-    except BaseException as exc:
-        if item.stash.get(SUITE_KEY, None) != "perf" or not is_out_of_memory(exc):
-            raise
-        message = describe_oom(item.nodeid, str(exc), memory_facts())
-    if message:
-        pytest.fail(message, pytrace=False)
+    """After a perf test's body: fail on regressions, skip on missing baselines."""
+    result = yield
     state = item.stash.get(ITEM_STATE_KEY, None)
     context = item.config.stash.get(CONTEXT_KEY, None)
     if state is not None and context is not None:
@@ -158,13 +147,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
-    """After a perf test (and always after an OOM): give its device memory back."""
+    """After a perf test: give its device memory back, so the next one is timed on a clean heap."""
     try:
         return (yield)
     finally:
-        if item.stash.get(SUITE_KEY, None) == "perf" and "torch" in sys.modules:
-            from rocm_validate.core.oom import free_device_memory
-
+        if item.stash.get(SUITE_KEY, None) == "perf":
             free_device_memory()
 
 

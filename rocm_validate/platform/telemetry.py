@@ -55,12 +55,12 @@ class TelemetrySample:
         return data
 
 
-def _number(value: Any) -> float | None:
+def _reading(value: Any) -> float | None:
     """A finite number from a reading; 'N/A', None, negatives and garbage become None."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (list, tuple)):
-        numbers = [n for n in (_number(v) for v in value) if n is not None]
+        numbers = [n for n in (_reading(v) for v in value) if n is not None]
         return max(numbers) if numbers else None
     try:
         number = float(value)
@@ -78,11 +78,11 @@ def decode_nvml_reasons(mask: int | None) -> tuple[str, ...]:
 
 def nvml_sample(readings: Mapping[str, Any]) -> TelemetrySample:
     """Readings taken with pynvml: sm_clock / mem_clock (MHz), temperature (C), power_mw, reasons mask."""
-    power_mw = _number(readings.get("power_mw"))
+    power_mw = _reading(readings.get("power_mw"))
     return TelemetrySample(
-        clock_mhz=_number(readings.get("sm_clock")),
-        memory_clock_mhz=_number(readings.get("mem_clock")),
-        temperature_c=_number(readings.get("temperature")),
+        clock_mhz=_reading(readings.get("sm_clock")),
+        memory_clock_mhz=_reading(readings.get("mem_clock")),
+        temperature_c=_reading(readings.get("temperature")),
         power_w=None if power_mw is None else power_mw / 1000.0,
         reasons=decode_nvml_reasons(readings.get("reasons")),
     )
@@ -91,13 +91,13 @@ def nvml_sample(readings: Mapping[str, Any]) -> TelemetrySample:
 def _clock_of(info: Any) -> float | None:
     """amdsmi_get_clock_info result: 'clk' (ROCm 6+) or 'cur_clk' (ROCm 5.7)."""
     if not isinstance(info, Mapping):
-        return _number(info)
-    return _number(info.get("clk", info.get("cur_clk")))
+        return _reading(info)
+    return _reading(info.get("clk", info.get("cur_clk")))
 
 
 def _watts(value: Any) -> float | None:
     """amdsmi reports watts; some releases and fields report microwatts (values above 100 kW)."""
-    number = _number(value)
+    number = _reading(value)
     if number is None:
         return None
     return number / 1e6 if number > 1e5 else number
@@ -105,7 +105,7 @@ def _watts(value: Any) -> float | None:
 
 def _celsius(value: Any) -> float | None:
     """amdsmi reports degrees C; rocm-smi-era readings are millidegrees (values above 1000)."""
-    number = _number(value)
+    number = _reading(value)
     if number is None:
         return None
     return number / 1000.0 if number > 1000 else number

@@ -1,4 +1,4 @@
-"""What a run tells its reader: the header that reproduces it, the metrics table, the JSON report."""
+"""What a run leaves behind: the metrics table, the JSON report and its schemas, device summaries."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from importlib import metadata
 from typing import Any, Iterable
 
 from rocm_validate import __version__
-from rocm_validate.core.options import Settings
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.results.metrics import Metric, format_number
 
@@ -162,37 +161,6 @@ def stack_summary(device: DeviceInfo) -> str:
     return ", ".join(items)
 
 
-def rerun_command(settings: Settings, device: DeviceInfo | None) -> str:
-    """The command line that repeats this run's choices."""
-    words = ["pytest", f"--rocm-suite={','.join(sorted(settings.suites))}"]
-    chosen = settings.device
-    if chosen is None and device is not None:
-        chosen = "cpu" if not device.is_gpu else device.index
-    if chosen is not None:
-        words.append(f"--rocm-device={chosen}")
-    words.append(f"--rocm-baselines={settings.baselines_dir}")
-    if settings.strict:
-        words.append("--rocm-strict")
-    return shlex.join(words)
-
-
-def header_lines(settings: Settings, device: DeviceInfo | None) -> list[str]:
-    """pytest header: suites, baselines and (when known) the device and its software stack."""
-    mode = "update baselines" if settings.update_baselines else ("strict" if settings.strict else "gate")
-    lines = [
-        f"rocm-validate {__version__}: suites {','.join(sorted(settings.suites))}; "
-        f"baselines {settings.baselines_dir}; mode {mode}"
-    ]
-    if device is not None:
-        lines.append(f"rocm-validate device: {device_summary(device)}; {stack_summary(device)}")
-        for variable, value in device.visibility:
-            lines.append(f"rocm-validate visibility: {variable}={value}")
-        if device.errors:
-            lines.append(f"rocm-validate probes that failed: {'; '.join(device.errors)}")
-        lines.append(f"rocm-validate rerun: {rerun_command(settings, device)}")
-    return lines
-
-
 _COLUMNS = ("metric", "value", "unit", "baseline", "ratio", "% peak", "verdict")
 
 
@@ -241,7 +209,7 @@ def environment() -> dict[str, Any]:
 
 
 def build_report(
-    settings: Settings,
+    settings: dict[str, Any],
     device: DeviceInfo | None,
     results: list[TestResult],
     command: list[str],
@@ -257,13 +225,7 @@ def build_report(
         "exit_status": int(exit_status),
         "device": device.to_dict() if device is not None else None,
         "environment": environment(),
-        "settings": {
-            "suites": sorted(settings.suites),
-            "update_baselines": settings.update_baselines,
-            "baselines_dir": str(settings.baselines_dir),
-            "device": settings.device_argument(),
-            "strict": settings.strict,
-        },
+        "settings": dict(settings),
         "summary": summary,
         "tests": [r.to_dict() for r in results],
         "metrics": [m.to_dict() for r in results for m in r.metrics],

@@ -1,10 +1,14 @@
-"""What the correctness suite runs at: real model sizes on a GPU, the same shapes shrunk on a CPU.
+"""The one registry of problem shapes: every GEMM and attention shape the suites run, derived
+from the model architectures of `rocm_validate.workloads.models`.
 
-GEMM problems come from the architectures in `rocm_validate.workloads.models` (BERT-L and Llama-3.1-8B at
-full width), so a checked shape is one those models really run. A test is parametrized by the
-problem's name; `gemm_problem(name, is_gpu)` turns it into sizes, keeping test ids identical
-across devices. On a CPU every dimension is divided by 16 (K and N stay multiples of 16, which
-FP8 GEMMs need) so CI finishes in minutes.
+Correctness checks real model sizes on a GPU and the same shapes shrunk on a CPU: a test is
+parametrized by the problem's name (`gemm_problem(name, is_gpu)` turns it into sizes), so test
+ids are identical across devices; on a CPU every dimension is divided by 16 (K and N stay
+multiples of 16, which FP8 GEMMs need) so CI finishes in minutes.
+
+Perf measures benchmark shapes at two scales: `full` on a GPU (8192^3, BERT-L pretraining at
+batch 48 x 512 tokens, Llama-3.1-8B training at 2 x 4096 tokens) and `tiny` on the CPU, the same
+layers of the `tiny` model configs, so the CPU run exercises the same code paths.
 """
 
 from __future__ import annotations
@@ -88,3 +92,73 @@ def training_dtype(backend: str) -> str:
 def gemm_dtypes(backend: str) -> tuple[str, ...]:
     """Dense GEMMs are checked in every training dtype on GPUs, fp32 and bf16 on the CPU."""
     return ("float32", "bfloat16") if backend == "cpu" else ("bfloat16", "float16", "float32")
+
+
+# --- perf benchmark shapes --------------------------------------------------------------------
+
+BENCHMARK_TOKENS = {"bert-large": {"full": 48 * 512, "tiny": 2 * 128}, "llama-3.1-8b": {"full": 2 * 4096, "tiny": 128}}
+ATTENTION_BATCH = {"bert-large": {"full": 48, "tiny": 4}, "llama-3.1-8b": {"full": 8, "tiny": 1}}
+
+
+@dataclass(frozen=True)
+class GemmBenchmark:
+    """C[M, N] = A[M, K] @ B[K, N], timed at both scales."""
+
+    label: str
+    full: tuple[int, int, int]
+    tiny: tuple[int, int, int]
+
+    def shape(self, scale: str) -> tuple[int, int, int]:
+        return self.full if scale == "full" else self.tiny
+
+
+@dataclass(frozen=True)
+class AttentionBenchmark:
+    """Scaled dot-product attention on (batch, heads, sequence, head dim), timed at both scales."""
+
+    label: str
+    full: tuple[int, int, int, int]
+    tiny: tuple[int, int, int, int]
+    causal: bool
+
+    def shape(self, scale: str) -> tuple[int, int, int, int]:
+        return self.full if scale == "full" else self.tiny
+
+
+def _ffn_up(model: str, scale: str) -> tuple[int, int, int]:
+    """(tokens, FFN width, hidden): the first FFN projection of `model` at its benchmark batch."""
+    spec = MODELS[model].config_kwargs(scale)
+    return BENCHMARK_TOKENS[model][scale], spec["intermediate_size"], spec["hidden_size"]
+
+
+def _attention(model: str, scale: str) -> tuple[int, int, int, int]:
+    """(batch, heads, sequence, head dim) of `model`'s self-attention at its benchmark batch."""
+    spec = MODELS[model].config_kwargs(scale)
+    heads = spec["num_attention_heads"]
+    return ATTENTION_BATCH[model][scale], heads, MODELS[model].seq_len[scale], spec["hidden_size"] // heads
+
+
+GEMM_BENCHMARKS: tuple[GemmBenchmark, ...] = (
+    GemmBenchmark("square-8192", (8192, 8192, 8192), (128, 128, 128)),
+    GemmBenchmark("bert-large-ffn", _ffn_up("bert-large", "full"), _ffn_up("bert-large", "tiny")),
+    GemmBenchmark("llama-8b-mlp", _ffn_up("llama-3.1-8b", "full"), _ffn_up("llama-3.1-8b", "tiny")),
+)
+
+ATTENTION_BENCHMARKS: tuple[AttentionBenchmark, ...] = (
+    AttentionBenchmark("bert-large", _attention("bert-large", "full"), _attention("bert-large", "tiny"), causal=False),
+    AttentionBenchmark("llama-8b", _attention("llama-3.1-8b", "full"), _attention("llama-3.1-8b", "tiny"), causal=True),
+)
+
+
+def gemm_flops(m: int, n: int, k: int) -> float:
+    """A multiply and an add per term: 2*M*N*K."""
+    return 2.0 * m * n * k
+
+
+def attention_flops(batch: int, heads: int, seq: int, head_dim: int, causal: bool, backward: bool) -> float:
+    """FLOPs of SDPA as FlashAttention counts them: forward 4*B*H*S^2*D (QK^T and PV), backward
+    2.5x the forward (five matmuls to the forward's two), halved for a causal mask."""
+    forward = 4.0 * batch * heads * seq * seq * head_dim
+    if causal:
+        forward /= 2
+    return forward * 2.5 if backward else forward

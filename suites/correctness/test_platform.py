@@ -1,4 +1,4 @@
-"""Smoke checks of the platform itself: discovery agrees with torch, models build and train."""
+"""Smoke checks of the platform itself: the FP8 formats it claims exist, models build and train."""
 
 from __future__ import annotations
 
@@ -6,20 +6,6 @@ import math
 
 import pytest
 import torch
-
-from rocm_validate.platform import arch
-
-
-def test_discovered_device_matches_what_torch_reports(rocm_device, torch_device):
-    if rocm_device.is_gpu:
-        props = torch.cuda.get_device_properties(torch_device)
-        assert rocm_device.memory_bytes == props.total_memory
-        assert rocm_device.compute_units == props.multi_processor_count
-        assert rocm_device.backend == ("rocm" if torch.version.hip else "cuda")
-    else:
-        assert torch_device.type == "cpu"
-    assert rocm_device.torch_version == torch.__version__
-    assert rocm_device.device_key == arch.slug(rocm_device.device_key)
 
 
 def test_every_fp8_format_the_device_claims_exists_in_torch(rocm_device, torch_device):
@@ -45,8 +31,3 @@ def test_tiny_model_takes_a_training_step_that_lowers_its_loss(model_builder, na
         optimizer.zero_grad(set_to_none=True)
     assert losses[-1] < losses[0], f"{name}: loss did not fall over 3 steps on one batch: {losses}"
 
-
-def test_builds_from_one_seed_are_identical(model_builder):
-    first = model_builder("bert-base", seed=7).model.state_dict()
-    second = model_builder("bert-base", seed=7).model.state_dict()
-    assert all(torch.equal(first[k], second[k]) for k in first)

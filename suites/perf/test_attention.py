@@ -9,12 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rocm_validate.perf.kernels import ATTENTION_CASES, AttentionCase, attention_flops
+from rocm_validate.workloads.shapes import (
+    ATTENTION_BENCHMARKS,
+    AttentionBenchmark,
+    attention_flops,
+)
 
 
-@pytest.mark.parametrize("case", ATTENTION_CASES, ids=lambda c: c.label)
+@pytest.mark.parametrize("case", ATTENTION_BENCHMARKS, ids=lambda c: c.label)
 @pytest.mark.parametrize("direction", ["forward", "backward"])
-def test_sdpa_throughput(perf, torch_device, direction: str, case: AttentionCase) -> None:
+def test_sdpa_throughput(perf, torch_device, direction: str, case: AttentionBenchmark) -> None:
     batch, heads, seq, dim = case.shape(perf.scale)
     backward = direction == "backward"
 

@@ -10,15 +10,13 @@ import torch
 
 from rocm_validate.core.requirements import scaled_mm_skip_reason
 from rocm_validate.perf.kernels import (
-    GEMM_CASES,
     GEMM_DTYPES,
-    GemmCase,
-    gemm_flops,
     gemm_kernel,
     gemm_operands,
     gemm_set_bytes,
 )
 from rocm_validate.perf.timing import sustained_changes
+from rocm_validate.workloads.shapes import GEMM_BENCHMARKS, GemmBenchmark, gemm_flops
 
 # Norm-wise relative error of one output tile against float64: a few times the rounding of each
 # output format (reduced-precision split-K reductions included), far below a wrong kernel's ~1;
@@ -43,9 +41,9 @@ def _check_tile(product: Any, a: Any, b: Any, tolerance: float) -> None:
     assert error <= tolerance, f"GEMM output tile is off by {error:.2e} (norm-wise relative), allowed {tolerance:.0e}"
 
 
-@pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: c.label)
+@pytest.mark.parametrize("case", GEMM_BENCHMARKS, ids=lambda c: c.label)
 @pytest.mark.parametrize("dtype", GEMM_DTYPES)
-def test_gemm_throughput(perf, rocm_device, torch_device, fp32_without_tf32, dtype: str, case: GemmCase) -> None:
+def test_gemm_throughput(perf, rocm_device, torch_device, fp32_without_tf32, dtype: str, case: GemmBenchmark) -> None:
     reason = scaled_mm_skip_reason(rocm_device) if dtype == "fp8" else None
     if reason:
         pytest.skip(f"FP8 GEMM {reason}")

@@ -1,0 +1,42 @@
+"""The pytest header: what this run validates, on which device and stack, and the command that
+repeats it (as pytest-randomly prints the seed to rerun with)."""
+
+from __future__ import annotations
+
+import shlex
+
+from rocm_validate import __version__
+from rocm_validate.core.options import Settings
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.results.report import device_summary, stack_summary
+
+
+def rerun_command(settings: Settings, device: DeviceInfo | None) -> str:
+    """The command line that repeats this run's choices."""
+    words = ["pytest", f"--rocm-suite={','.join(sorted(settings.suites))}"]
+    chosen = settings.device
+    if chosen is None and device is not None:
+        chosen = "cpu" if not device.is_gpu else device.index
+    if chosen is not None:
+        words.append(f"--rocm-device={chosen}")
+    words.append(f"--rocm-baselines={settings.baselines_dir}")
+    if settings.strict:
+        words.append("--rocm-strict")
+    return shlex.join(words)
+
+
+def header_lines(settings: Settings, device: DeviceInfo | None) -> list[str]:
+    """pytest header: suites, baselines and (when known) the device and its software stack."""
+    mode = "update baselines" if settings.update_baselines else ("strict" if settings.strict else "gate")
+    lines = [
+        f"rocm-validate {__version__}: suites {','.join(sorted(settings.suites))}; "
+        f"baselines {settings.baselines_dir}; mode {mode}"
+    ]
+    if device is not None:
+        lines.append(f"rocm-validate device: {device_summary(device)}; {stack_summary(device)}")
+        for variable, value in device.visibility:
+            lines.append(f"rocm-validate visibility: {variable}={value}")
+        if device.errors:
+            lines.append(f"rocm-validate probes that failed: {'; '.join(device.errors)}")
+        lines.append(f"rocm-validate rerun: {rerun_command(settings, device)}")
+    return lines
