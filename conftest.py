@@ -9,8 +9,6 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ("pytester",)  # the plugin's own tests drive pytest runs in temporary folders
-
 settings.register_profile(
     "rocm_validate",
     derandomize=True,

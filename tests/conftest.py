@@ -6,3 +6,7 @@ imported again by the next one, which native extensions do not survive.
 """
 
 import torch  # noqa: F401
+
+# The plugin's own tests drive pytest runs in temporary folders. Loaded here rather than in the
+# root conftest, so users' `pytest --help` shows no pytester options (--lsof, --runpytest).
+pytest_plugins = ("pytester",)

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _imported_modules(args, cwd):
@@ -23,3 +24,11 @@ def test_a_run_of_unrelated_tests_does_not_import_torch(tmp_path):
     modules = _imported_modules(["-q", "-p", "no:cacheprovider"], tmp_path)
     assert "rocm_validate.core.session" in modules
     assert "torch" not in modules
+
+
+def test_pytest_help_in_this_repository_shows_no_pytester_options():
+    repository = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True, cwd=repository)
+    assert done.returncode == 0, done.stderr
+    assert "--rocm-suite" in done.stdout
+    assert "--lsof" not in done.stdout and "--runpytest" not in done.stdout

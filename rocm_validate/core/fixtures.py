@@ -51,7 +51,12 @@ def model_builder(torch_device: Any) -> Callable[..., ModelBuild]:
 
 
 class MetricRecorder:
-    """Records a test's metrics on its item; each lands in the table, the report and JUnit."""
+    """Records a test's metrics on its item; each lands in the table, the report and JUnit.
+
+    It records only: no baseline is read or written and no value fails the test (except a NaN
+    or infinity). A metric that must be gated against this device's baseline is recorded with
+    the `perf` fixture instead (docs/extending.md).
+    """
 
     def __init__(self, item: pytest.Item) -> None:
         self._item = item
@@ -93,5 +98,9 @@ class MetricRecorder:
 
 @pytest.fixture
 def record_rocm_metric(request: pytest.FixtureRequest) -> MetricRecorder:
-    """record_rocm_metric(name, value, unit, better='higher', **details) -> Metric."""
+    """record_rocm_metric(name, value, unit, better='higher', **details) -> Metric.
+
+    Records a value into the metrics table, the JSON report and JUnit without gating it; use the
+    `perf` fixture for a metric gated against a stored baseline.
+    """
     return MetricRecorder(request.node)

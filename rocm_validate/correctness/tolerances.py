@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterable
 
 from rocm_validate.errors import UnknownCheckError
 
@@ -196,14 +197,20 @@ RULES: tuple[Rule, ...] = (
 
 
 
-def tolerance_for(check: str, backend: str, arch: str = "", library: str = "", seq_k: int = 0) -> Tolerance:
+def tolerance_for(
+    check: str, backend: str, arch: str = "", library: str = "", seq_k: int = 0, rules: Iterable[Rule] = ()
+) -> Tolerance:
     """The tolerance of `check` on this platform: the most specific matching rule of `RULES`.
 
     backend: "cpu", "cuda" or "rocm"; arch: "gfx942", "sm_90", ...; library: the flash attention
     library on ROCm ("aotriton" or "ck"); seq_k: the key sequence length of an attention check.
+    rules: a project's own rows (docs/extending.md); when one of them matches, the most specific
+    of those wins over the package table, which stays as it is.
     """
-    matching = [rule for rule in RULES if rule.matches(check, backend, arch, library, seq_k)]
-    if not matching:
-        known = sorted({rule.check for rule in RULES})
-        raise UnknownCheckError(f"no tolerance for check {check!r}; the table has: {', '.join(known)}")
-    return max(matching, key=lambda rule: rule.specificity).tolerance
+    rules = tuple(rules)
+    for table in (rules, RULES):
+        matching = [rule for rule in table if rule.matches(check, backend, arch, library, seq_k)]
+        if matching:
+            return max(matching, key=lambda rule: rule.specificity).tolerance
+    known = sorted({rule.check for rule in (*rules, *RULES)})
+    raise UnknownCheckError(f"no tolerance for check {check!r}; the table has: {', '.join(known)}")

@@ -216,7 +216,7 @@ class PerfRecorder:
 
     @property
     def scale(self) -> str:
-        """'full' on a GPU (the issue's sizes), 'tiny' on the CPU (CI-sized)."""
+        """'full' on a GPU (real model sizes), 'tiny' on the CPU (CI-sized)."""
         return self.context.scale
 
     def rotation(self, make_set: Callable[[int], T], set_bytes: int) -> Rotation[T]:

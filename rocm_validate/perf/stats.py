@@ -93,8 +93,8 @@ class SampleSummary:
 
         The throughput is the window's mean, so its noise is that of sub-window means (batch
         means), not of single rounds: a GPU at its power cap alternates clocks every few
-        milliseconds, which spreads single 5 ms rounds by ~20% (H100, 2026-11-21) while
-        50 ms blocks of the same window agree closely.
+        milliseconds, which spreads single 5 ms rounds by ~20% on an H100 while 50 ms blocks of
+        the same window agree closely (docs/perf.md).
         """
         blocks = self.block_means
         return _iqr(blocks) / statistics.median(blocks)
@@ -102,9 +102,9 @@ class SampleSummary:
     @property
     def mean_dispersion(self) -> float:
         """The block dispersion scaled to the window mean (divided by the root of the block count):
-        for sustained averages whose blocks still see a slow power-cap oscillation. Five H100 runs
-        of each large GEMM (1 s windows after 2 s warm-up) agreed within 0.9% while their 125 ms
-        blocks spread 5-8% (2026-11-21): the block spread itself overstated the window's noise.
+        for sustained averages whose blocks still see a slow power-cap oscillation: repeated
+        1 s windows of a large GEMM agree within about 1% while their 125 ms blocks spread 5-8%
+        on an H100 (docs/perf.md), so the block spread itself overstates the window's noise.
         """
         return self.dispersion / math.sqrt(len(self.block_means))
 

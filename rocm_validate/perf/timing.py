@@ -67,11 +67,11 @@ CPU_PLAN = TimingPlan(
 )
 
 
-# Compute-bound kernels draw the board to its power cap. On the lent H100 (2026-11-21) a bf16
-# 8192^3 GEMM ran at 1980 MHz for its first ~0.5 s, then alternated with 1.1-1.4 GHz under the
-# software power cap: a 0.4 s window after a short warm-up measured the boost phase in one run and
-# the capped phase in the next, 11% apart. Sustained work warms up past the boost phase and
-# averages a longer window, so the figure is the sustained rate training sees, not a peak interval.
+# Compute-bound kernels draw the board to its power cap: an H100 runs a bf16 8192^3 GEMM at boost
+# clock for about 0.5 s, then alternates with 1.1-1.4 GHz under the software power cap, so a short
+# window after a short warm-up measures the boost phase in one run and the capped phase in the
+# next (docs/perf.md). Sustained work warms up past the boost phase and averages a longer window:
+# the figure is the sustained rate training sees, not a peak interval.
 SUSTAINED_GPU_CHANGES: dict[str, Any] = {"warmup_min_s": 2.0, "warmup_max_s": 3.0, "window_s": 1.0, "sustained": True}
 
 

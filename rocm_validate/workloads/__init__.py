@@ -1,0 +1,3 @@
+"""The work the suites run: models (real transformers architectures from configs, random
+init), shapes (the one registry of GEMM and attention shapes), fp8 (FP8 formats and the
+delayed-scaling FP8 linear recipe), training (a timed training step)."""
