@@ -44,7 +44,7 @@ def test_an_unknown_check_is_an_error_listing_the_known_ones():
 
 
 def test_a_tolerance_without_a_bound_or_an_sqnr_is_refused():
-    with pytest.raises(ValueError, match="neither"):
+    with pytest.raises(ValueError, match="found none"):
         Tolerance(k=None)
 
 

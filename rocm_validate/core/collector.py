@@ -1,15 +1,22 @@
-"""Outcomes and metrics of every test, also from pytest-xdist workers, turned into the metrics
-table at the end of the run and the JSON report (--rocm-report)."""
+"""Outcomes and metrics of every test, also from pytest-xdist workers, turned into the end of the
+run a person reads (a line per suite, skips counted and grouped, the metrics table), readable
+JUnit properties, and the JSON report (--rocm-report)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 import pytest
 
 from rocm_validate.core.session import RunState, is_xdist_worker
-from rocm_validate.results.metrics import metrics_from_properties
+from rocm_validate.results.metrics import (
+    NUMERICS_PROPERTY,
+    PROPERTY_PREFIX,
+    metrics_from_properties,
+    readable,
+)
 from rocm_validate.results.report import TestResult
 
 COLLECTOR_NAME = "rocm_validate_collector"
@@ -34,13 +41,42 @@ def _message(report: pytest.TestReport) -> str:
 _SEVERITY = ("passed", "xfailed", "xpassed", "skipped", "failed", "error")
 
 
+def _numerics(properties: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    return [c for name, value in properties if name == NUMERICS_PROPERTY for c in json.loads(value)]
+
+
+def numerics_summary(checks: list[dict[str, Any]]) -> str:
+    """'12 checks, all within bounds' or '12 checks, 1 failed: <check>' for JUnit."""
+    failed = [c["check"] for c in checks if not c["passed"]]
+    if not failed:
+        return f"{len(checks)} checks, all within their tolerances"
+    return f"{len(checks)} checks, {len(failed)} failed: {'; '.join(failed[:3])}"
+
+
+def readable_properties(properties: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The properties as JUnit XML shows them: a metric as one line, the checks as a count."""
+    metrics = {PROPERTY_PREFIX + m.name: readable(m) for m in metrics_from_properties(properties)}
+    shown = []
+    for name, value in properties:
+        if name in metrics:
+            shown.append((name, metrics[name]))
+        elif name == NUMERICS_PROPERTY:
+            shown.append((name, numerics_summary(json.loads(value))))
+        else:
+            shown.append((name, value))
+    return shown
+
+
 class ResultCollector:
-    """Gathers outcomes and metrics (also from xdist workers) and writes the table and report."""
+    """Gathers outcomes and metrics (also from xdist workers) and writes the summary and report."""
 
     def __init__(self, state: RunState) -> None:
         self.state = state
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Record the phase, then leave JUnit XML (which reads the teardown report next) one line
+        a person can read per metric instead of the JSON that carried it here."""
         properties = dict((n, v) for n, v in report.user_properties if isinstance(n, str))
         result = self.state.results.setdefault(
             report.nodeid, TestResult(report.nodeid, suite=properties.get("rocm_suite"))
@@ -52,18 +88,29 @@ class ResultCollector:
             result.message = _message(report)
         if report.when == "teardown":
             result.metrics = metrics_from_properties(report.user_properties)
+            result.numerics = _numerics(report.user_properties)
+            if not is_xdist_worker(self.state.config):
+                report.user_properties = readable_properties(report.user_properties)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from rocm_validate.results.report import metrics_table
+        from rocm_validate.results.report import metrics_table, suite_summary_lines
 
+        summary = suite_summary_lines(self.state.results.values())
+        if summary:
+            terminalreporter.write_sep("=", "rocm-validate summary")
+            for line in summary:
+                terminalreporter.write_line(line)
         metrics = self.state.metrics()
-        if not metrics:
-            return
-        terminalreporter.write_sep("=", "rocm-validate metrics")
-        for line in metrics_table(metrics):
-            terminalreporter.write_line(line)
+        if metrics:
+            terminalreporter.write_sep("=", "rocm-validate metrics")
+            for line in metrics_table(metrics):
+                terminalreporter.write_line(line)
+        if self.state.settings.report_path is not None and self.state.report_written:
+            terminalreporter.write_line(f"rocm-validate report: wrote {self.state.settings.report_path}")
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Write the JSON report before the terminal summary, so the summary can say where it is."""
         settings = self.state.settings
         if is_xdist_worker(session.config) or settings.report_path is None:
             return
@@ -75,3 +122,4 @@ class ResultCollector:
         results = list(self.state.results.values())
         report = build_report(settings.summary(), device, results, sys.argv, int(exitstatus))
         jsonfile.write_json(settings.report_path, report, REPORT_SCHEMA)
+        self.state.report_written = True

@@ -23,6 +23,7 @@ class RunState:
     config: pytest.Config
     settings: Settings
     results: dict[str, TestResult] = field(default_factory=dict)
+    report_written: bool = False
     _devices: list[DeviceInfo] | None = None
 
     def devices(self) -> list[DeviceInfo]:

@@ -1,7 +1,11 @@
 """scaled_dot_product_attention checks: one backend against the float64 math golden.
 
-A case fixes shapes, dtype, mask and V's memory layout. Inputs are drawn as PyTorch's own SDPA
-tests draw them (uniform [0, 1), upstream gradient too), so their calibrated factors apply.
+A case fixes shapes, dtype, mask and V's memory layout. Inputs and the upstream gradient are
+standard normal, as FlashAttention's own tests draw them: with PyTorch's uniform [0, 1) inputs the
+attention is nearly uniform and grad_q is a small difference of large terms, so a fused kernel's
+grad_q error reaches 15 dB below the signal on an H100, too close to a halved gradient (6 dB) for any
+bound to tell them apart. PyTorch's fudge factors still bound each element (they were set on
+harder inputs); the norm bound and the SQNR floor catch a wrong gradient spread over the tensor.
 The candidate runs under `sdpa_kernel([backend])`; the low-precision reference is the math
 backend in the same dtype; the golden is the math backend on float64 copies. A backend that
 refuses a case raises `BackendRefused` with PyTorch's reasons (the test skips); a backend that
@@ -120,15 +124,15 @@ def make_inputs(case: AttentionCase, device: Any, seed: int = 0) -> AttentionInp
     g = torch.Generator().manual_seed(seed)
     dtype = getattr(torch, case.dtype)
 
-    def uniform(*shape: int) -> torch.Tensor:
-        return (torch.rand(*shape, generator=g, dtype=torch.float64) * case.input_scale).to(device=device, dtype=dtype)
+    def normal(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g, dtype=torch.float64) * case.input_scale).to(device=device, dtype=dtype)
 
-    q = _leaf(uniform(case.batch, case.heads, case.seq_q, case.head_dim))
-    k = _leaf(uniform(case.batch, case.heads, case.seq_k, case.head_dim))
+    q = _leaf(normal(case.batch, case.heads, case.seq_q, case.head_dim))
+    k = _leaf(normal(case.batch, case.heads, case.seq_k, case.head_dim))
     if case.v_layout == "transposed":
-        v = _leaf(uniform(case.batch, case.seq_k, case.heads, case.head_dim)).transpose(1, 2)
+        v = _leaf(normal(case.batch, case.seq_k, case.heads, case.head_dim)).transpose(1, 2)
     else:
-        v = _leaf(uniform(case.batch, case.heads, case.seq_k, case.head_dim))
+        v = _leaf(normal(case.batch, case.heads, case.seq_k, case.head_dim))
     mask = None
     if case.mask == "bool":
         keep = torch.rand(case.batch, 1, case.seq_q, case.seq_k, generator=g) < 0.5
@@ -136,7 +140,7 @@ def make_inputs(case: AttentionCase, device: Any, seed: int = 0) -> AttentionInp
         mask = keep.to(device)
     elif case.mask == "additive":
         mask = torch.randn(case.batch, 1, case.seq_q, case.seq_k, generator=g).to(device=device, dtype=dtype)
-    upstream = torch.rand(case.batch, case.heads, case.seq_q, case.head_dim, generator=g).to(device=device, dtype=dtype)
+    upstream = torch.randn(case.batch, case.heads, case.seq_q, case.head_dim, generator=g).to(device=device, dtype=dtype)
     return AttentionInputs(q, k, v, mask, case.mask == "causal", upstream)
 
 

@@ -1,19 +1,31 @@
 """The one comparator of the correctness suite: candidate vs golden, measured against a reference.
 
 `compare` takes the candidate (the fast path under test), the golden (float64, or exact by
-construction) and optionally the plain low-precision reference (same dtype, unfused eager math).
-The candidate passes when its worst error is within max(floor, k * the reference's worst error)
-(see `rocm_validate.correctness.tolerances`), it has no NaN or Inf where the golden is finite, and its SQNR
-reaches the tolerance's minimum if it has one. The result is a frozen `Comparison` whose
-`message()` is shaped like `torch.testing.assert_close`'s: mismatch count, the worst element
-with its index, the errors, their ratio, SQNR and the tolerance with its source.
+construction) and optionally the plain low-precision reference (same dtype, unfused eager math,
+or the golden correctly rounded). The candidate passes when
+
+* no element's error exceeds max(floor, k x the reference's worst error);
+* its error norm stays within k_norm x the reference's error norm (a wrong result spread thinly
+  over many elements, such as a halved gradient, fails here);
+* it has no NaN or Inf where the golden is finite;
+* its SQNR reaches the tolerance's minimum, if it has one;
+* its systematic error (mean signed error, and mean error towards zero) is no larger than
+  max_bias x the reference's RMS error, or not statistically significant: rounding the wrong way
+  stays within an ulp per element, but every error leans one way and accumulates in training.
+
+See `rocm_validate.correctness.tolerances` for the numbers. The result is a frozen `Comparison`
+whose `message()` is shaped like `torch.testing.assert_close`'s: mismatch count, the worst
+element with its index, the errors, their ratio, norms, SQNR, bias and the tolerance with its
+source.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from rocm_validate.correctness.tolerances import Tolerance
 
@@ -41,6 +53,12 @@ class Comparison:
     worst_relative_index: tuple[int, ...] = ()
     sqnr_db: float = math.nan
     reference_sqnr_db: float | None = None
+    norm_error: float = math.nan  # ||candidate - golden||_2 over finite golden entries
+    reference_norm_error: float | None = None
+    allowed_norm: float | None = None  # the bound the error norm must meet; None without k_norm
+    bias: float = 0.0  # the larger systematic error, over the reference's RMS error (0 when not significant)
+    bias_direction: str = ""  # "high", "low", "towards zero" or "away from zero"
+    bias_sigmas: float = 0.0  # how many standard errors the systematic error lies from zero
     problem: str = ""  # a structural failure (shape mismatch) that makes the numbers meaningless
 
     @property
@@ -57,8 +75,16 @@ class Comparison:
         return self.tolerance.min_sqnr_db is None or self.sqnr_db >= self.tolerance.min_sqnr_db
 
     @property
+    def norm_ok(self) -> bool:
+        return self.allowed_norm is None or self.norm_error <= self.allowed_norm
+
+    @property
+    def bias_ok(self) -> bool:
+        return self.tolerance.max_bias is None or self.bias <= self.tolerance.max_bias
+
+    @property
     def passed(self) -> bool:
-        return not self.problem and self.mismatches == 0 and self.sqnr_ok
+        return not self.problem and self.mismatches == 0 and self.sqnr_ok and self.norm_ok and self.bias_ok
 
     def headline(self) -> str:
         if self.problem:
@@ -67,8 +93,19 @@ class Comparison:
             return "the candidate has NaN or Inf where the golden is finite"
         if self.mismatches:
             return "the candidate differs from the golden beyond tolerance"
+        if not self.norm_ok:
+            return (
+                f"the candidate's error norm {self.norm_error:.3g} exceeds the allowed {self.allowed_norm:.3g} "
+                f"({self.tolerance.k_norm:g} x the reference's {self.reference_norm_error:.3g})"
+            )
         if not self.sqnr_ok:
             return f"SQNR {_db(self.sqnr_db)} is below the required {self.tolerance.min_sqnr_db:g} dB"
+        if not self.bias_ok:
+            return (
+                f"the candidate's errors lean {self.bias_direction}: a systematic error of {self.bias:.2f} x the "
+                f"reference's RMS error ({self.bias_sigmas:.0f} standard errors from zero), more than the "
+                f"{self.tolerance.max_bias:g} allowed"
+            )
         return "within tolerance"
 
     def message(self) -> str:
@@ -85,6 +122,16 @@ class Comparison:
         )
         lines.append(f"Greatest relative difference: {self.worst_relative:.3g} at index {self.worst_relative_index}")
         lines.append(self._error_line())
+        if self.allowed_norm is not None:
+            lines.append(
+                f"Error norm: candidate {self.norm_error:.3g}, reference {_number(self.reference_norm_error)}, "
+                f"allowed {self.allowed_norm:.3g} (k_norm = {self.tolerance.k_norm:g})"
+            )
+        if self.tolerance.max_bias is not None:
+            lines.append(
+                f"Systematic error: {self.bias:.3g} x the reference's RMS error, leaning {self.bias_direction or 'nowhere'} "
+                f"({self.bias_sigmas:.1f} standard errors; allowed {self.tolerance.max_bias:g})"
+            )
         required = "" if self.tolerance.min_sqnr_db is None else f" (needs >= {self.tolerance.min_sqnr_db:g} dB)"
         reference = "" if self.reference_sqnr_db is None else f", reference {_db(self.reference_sqnr_db)}"
         lines.append(f"SQNR against the golden: candidate {_db(self.sqnr_db)}{reference}{required}")
@@ -105,6 +152,10 @@ class Comparison:
             f"ratio {ratio:.3g} (k = {tol.k:g}); allowed {self.allowed:.3g} = max({floor}, "
             f"{tol.k:g} x {self.reference_error:.3g})"
         )
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
 
 
 def _db(value: float) -> str:
@@ -188,6 +239,15 @@ def compare(
         allowed = max(tolerance.atol + tolerance.rtol * scale, tolerance.k * (reference_error or 0.0))
     bound = math.inf if allowed is None else allowed
     mismatched = (diff > bound) | nonfinite | special_wrong
+    both = finite & candidate_finite
+    norm_error = float(torch.linalg.vector_norm(torch.where(both, c - g, 0.0))) if not bool(nonfinite.any()) else math.inf
+    reference_norm = None if r is None else float(torch.linalg.vector_norm(torch.where(finite & torch.isfinite(r), r - g, 0.0)))
+    allowed_norm = None
+    if tolerance.k_norm is not None:
+        count = int(finite.sum())
+        floor = tolerance.atol * math.sqrt(count) + tolerance.rtol * float(torch.linalg.vector_norm(g[finite]))
+        allowed_norm = max(floor, tolerance.k_norm * (reference_norm or 0.0))
+    bias = _systematic_error(g, c, r, both)
 
     numel = g.numel()
     worst_flat = int(diff.reshape(-1).argmax()) if numel else 0
@@ -211,7 +271,56 @@ def compare(
         worst_relative_index=_unravel(worst_rel_flat, shape),
         sqnr_db=sqnr_db(g[finite], c[finite]) if not bool(nonfinite.any()) else math.nan,
         reference_sqnr_db=None if r is None else sqnr_db(g[finite], r[finite]),
+        norm_error=norm_error,
+        reference_norm_error=reference_norm,
+        allowed_norm=allowed_norm,
+        bias=bias.ratio,
+        bias_direction=bias.direction,
+        bias_sigmas=bias.sigmas,
     )
+
+
+# A systematic error counts when it lies this many standard errors from zero: far beyond chance
+# for the millions of elements a check compares, so only a real lean is ever reported.
+BIAS_SIGMAS = 6.0
+
+
+@dataclass(frozen=True)
+class _Bias:
+    ratio: float  # |mean error| over the reference's RMS error; 0 when not significant
+    direction: str
+    sigmas: float
+
+
+_NO_BIAS = _Bias(0.0, "", 0.0)
+
+
+def _systematic_error(g: torch.Tensor, c: torch.Tensor, r: torch.Tensor | None, both: torch.Tensor) -> _Bias:
+    """The larger of two systematic errors of the candidate: its mean signed error (leaning high
+    or low) and its mean error along the golden's sign (leaning towards or away from zero, as
+    truncation does), each in units of the reference's RMS error, counted only when it lies
+    BIAS_SIGMAS standard errors from zero. Without a reference (or an exact one) there is no
+    scale to judge a lean against, and no bias is reported."""
+    import torch
+
+    if r is None:
+        return _NO_BIAS
+    mask = both & torch.isfinite(r)
+    count = int(mask.sum())
+    if count < 2:
+        return _NO_BIAS
+    error = (c - g)[mask]
+    reference_rms = float(torch.sqrt(torch.mean(((r - g)[mask]) ** 2)))
+    if reference_rms == 0:
+        return _NO_BIAS
+    worst = _NO_BIAS
+    for values, directions in ((error, ("high", "low")), (error * torch.sign(g[mask]), ("away from zero", "towards zero"))):
+        mean = float(values.mean())
+        standard_error = float(values.std()) / math.sqrt(count)
+        sigmas = math.inf if standard_error == 0 else abs(mean) / standard_error
+        if mean != 0 and sigmas >= BIAS_SIGMAS and abs(mean) / reference_rms > worst.ratio:
+            worst = _Bias(abs(mean) / reference_rms, directions[0] if mean > 0 else directions[1], sigmas)
+    return worst
 
 
 def _structural(check: str, tolerance: Tolerance, shape: tuple[int, ...], problem: str) -> Comparison:
@@ -219,10 +328,54 @@ def _structural(check: str, tolerance: Tolerance, shape: tuple[int, ...], proble
     return Comparison(check, tolerance, shape, numel, candidate_error=math.inf, mismatches=numel, problem=problem)
 
 
+def margins(comparison: Comparison) -> dict[str, Any]:
+    """How close a comparison came to each of its bounds, JSON-ready: what the report records for
+    every check, so a healthy run shows the margin each tolerance leaves."""
+    tol = comparison.tolerance
+
+    def finite(value: float | None) -> float | None:
+        return None if value is None or not math.isfinite(value) else round(value, 4)
+
+    norm_ratio = None
+    if comparison.reference_norm_error:
+        norm_ratio = comparison.norm_error / comparison.reference_norm_error
+    return {
+        "check": comparison.check,
+        "passed": comparison.passed,
+        "ratio": finite(comparison.ratio),
+        "k": tol.k,
+        "norm_ratio": finite(norm_ratio),
+        "k_norm": tol.k_norm,
+        "sqnr_db": finite(comparison.sqnr_db),
+        "reference_sqnr_db": finite(comparison.reference_sqnr_db),
+        "min_sqnr_db": tol.min_sqnr_db,
+        "bias": finite(comparison.bias),
+        "max_bias": tol.max_bias,
+    }
+
+
+_RECORDED: contextvars.ContextVar[list[Comparison] | None] = contextvars.ContextVar("rocm_validate_comparisons", default=None)
+
+
+@contextlib.contextmanager
+def recording_comparisons() -> Iterator[list[Comparison]]:
+    """Collect every comparison `assert_passed` judges inside the block (the correctness suite
+    records them per test, so the report shows each check's margins)."""
+    found: list[Comparison] = []
+    token = _RECORDED.set(found)
+    try:
+        yield found
+    finally:
+        _RECORDED.reset(token)
+
+
 def assert_passed(comparisons: Iterable[Comparison]) -> None:
     """Fail the test with every failed comparison's message, or return when all passed."""
     __tracebackhide__ = True
     done = list(comparisons)
+    sink = _RECORDED.get()
+    if sink is not None:
+        sink.extend(done)
     failed = [c for c in done if not c.passed]
     if failed:
         header = f"{len(failed)} of {len(done)} checks failed"

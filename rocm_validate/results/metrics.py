@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping
 
 PROPERTY_PREFIX = "rocm_metric."
+NUMERICS_PROPERTY = "rocm_numerics"  # a correctness test's checks and their margins, as JSON
 BETTER = ("higher", "lower")
 
 
@@ -91,6 +92,16 @@ def replace_properties(properties: list[tuple[str, Any]], metrics: list[Metric])
     """Put `metrics` in place of the metric properties of `properties` (in place)."""
     properties[:] = [(n, v) for n, v in properties if not (isinstance(n, str) and n.startswith(PROPERTY_PREFIX))]
     properties.extend(m.to_property() for m in metrics)
+
+
+def readable(metric: Metric) -> str:
+    """One line a person reads in JUnit XML: '688.4 TFLOP/s; pass; 1.012 x baseline 680.2'."""
+    parts = [f"{format_number(metric.value)} {metric.unit}", metric.verdict]
+    if metric.ratio is not None and metric.baseline is not None:
+        parts.append(f"{metric.ratio:.3f} x baseline {format_number(metric.baseline)}")
+    if metric.percent_of_peak is not None:
+        parts.append(f"{metric.percent_of_peak:.1f}% of peak")
+    return "; ".join(parts)
 
 
 def format_number(value: float | None, digits: int = 4) -> str:

@@ -6,6 +6,7 @@ import os
 import platform
 import shlex
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -109,6 +110,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "duration_s": {"type": "number"},
                     "message": {"type": "string"},
                     "metrics": {"type": "array", "items": METRIC_SCHEMA},
+                    "numerics": {"type": "array", "items": {"type": "object", "required": ["check", "passed"]}},
                 },
             },
         },
@@ -127,6 +129,7 @@ class TestResult:
     duration_s: float = 0.0
     message: str = ""
     metrics: list[Metric] = field(default_factory=list)
+    numerics: list[dict[str, Any]] = field(default_factory=list)  # each check's margins (correctness)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +139,7 @@ class TestResult:
             "duration_s": round(self.duration_s, 6),
             "message": self.message,
             "metrics": [m.to_dict() for m in self.metrics],
+            "numerics": self.numerics,
         }
 
 
@@ -230,3 +234,34 @@ def build_report(
         "tests": [r.to_dict() for r in results],
         "metrics": [m.to_dict() for r in results for m in r.metrics],
     }
+
+
+def _skip_reason(message: str) -> str:
+    """'Skipped: needs a GPU, found cpu (Xeon)' -> 'needs a GPU, found cpu (Xeon)'."""
+    return message.removeprefix("Skipped: ").strip()
+
+
+def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str]:
+    """One line per suite that ran, skips counted as not validated, then the commonest skip reasons.
+
+    'rocm-validate correctness: 250 passed, 0 failed, 15 skipped (not validated)'
+    """
+    by_suite: dict[str, list[TestResult]] = {}
+    for result in results:
+        if result.suite:
+            by_suite.setdefault(result.suite, []).append(result)
+    lines = []
+    for suite in sorted(by_suite):
+        outcomes = [r.outcome for r in by_suite[suite]]
+        failed = outcomes.count("failed") + outcomes.count("error") + outcomes.count("xpassed")
+        line = f"rocm-validate {suite}: {outcomes.count('passed')} passed, {failed} failed, " \
+               f"{outcomes.count('skipped')} skipped (not validated)"
+        if outcomes.count("xfailed"):
+            line += f", {outcomes.count('xfailed')} xfailed"
+        lines.append(line)
+        reasons = Counter(_skip_reason(r.message) for r in by_suite[suite] if r.outcome == "skipped")
+        for reason, count in reasons.most_common(top):
+            lines.append(f"  {count} skipped: {reason}")
+        if len(reasons) > top:
+            lines.append(f"  ... {len(reasons) - top} more skip reasons (pytest -rs lists every one)")
+    return lines
