@@ -50,14 +50,37 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ResultCollector(state), COLLECTOR_NAME)
 
 
+def _touches_suites(config: pytest.Config) -> bool:
+    return run_state(config).settings.suite_given or touches_suites(
+        list(config.args), config.invocation_params.dir, config.rootpath
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Choose the device before anything else runs (also under -q and before xdist starts its
+    workers), so a device that cannot be validated is one usage error, exit status 4."""
+    if _touches_suites(session.config):
+        device = run_state(session.config).device()
+        _junit_suite_properties(session.config, device.device_key, device.torch_version)
+
+
+def _junit_suite_properties(config: pytest.Config, device_key: str, torch_version: str | None) -> None:
+    """The device key and torch version as properties of the JUnit XML test suite (--junitxml)."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.add_global_property("rocm_validate.device_key", device_key)
+        xml.add_global_property("rocm_validate.torch", torch_version or "unknown")
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     from rocm_validate.core.header import header_lines
 
     state = run_state(config)
-    device = None
-    if state.settings.suite_given or touches_suites(list(config.args), config.invocation_params.dir, config.rootpath):
-        device = state.device()
-    return header_lines(state.settings, device)
+    return header_lines(state.settings, state.device() if _touches_suites(config) else None)
+
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -102,8 +125,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """After the call phase, let gates finalize each metric (e.g. write a baseline on success)."""
+    """A not-validated skip fails under --rocm-strict; after the call phase, let gates finalize
+    each metric (e.g. write a baseline on success)."""
     report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(requirements.NotValidated):
+        if run_state(item.config).settings.strict:
+            report.outcome = "failed"
+            report.longrepr = f"{call.excinfo.value.msg} (--rocm-strict: a check that was not validated fails)"
     pending = item.stash.get(PENDING_METRICS_KEY, [])
     if call.when == "call" and pending:
         finalized = []

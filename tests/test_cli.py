@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from rocm_validate.cli import main as cli
 from rocm_validate.results import jsonfile
 from rocm_validate.results.report import DEVICES_SCHEMA
@@ -29,8 +31,7 @@ def test_the_console_script_is_installed_and_runs():
 
 
 def test_an_unknown_command_exits_2_with_usage(capsys):
-    try:
+    with pytest.raises(SystemExit) as exited:
         cli.main(["frobnicate"])
-    except SystemExit as exc:
-        assert exc.code == 2
+    assert exited.value.code == 2
     assert "invalid choice: 'frobnicate'" in capsys.readouterr().err

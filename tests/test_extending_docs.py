@@ -70,7 +70,7 @@ def test_the_perf_example_records_then_gates_then_fails_a_regression(project):
 
 
 def test_the_metric_hook_sees_every_metric_with_its_outcome(project):
-    project.runpytest("--rocm-suite=perf", "--rocm-device=cpu", "--update-baselines", "suites/perf")
+    project.runpytest("--rocm-suite=perf", "--rocm-device=cpu", "--update-baselines", "suites/perf").assert_outcomes(passed=2)
     lines = [json.loads(line) for line in (project.path / "metrics.jsonl").read_text().splitlines()]
     assert {(line["name"], line["outcome"]) for line in lines} == {
         ("my.layer_norm.256x256", "passed"),
@@ -84,5 +84,6 @@ def test_the_discovery_hook_replays_a_saved_device_description(project):
     result = project.runpytest("--rocm-suite=correctness", "--collect-only", "-q", "test_my_kernels.py")
     assert result.ret == 0
     header = project.runpytest("--rocm-suite=correctness", "--collect-only", "test_my_kernels.py")
+    assert header.ret == 0
     header.stdout.fnmatch_lines(["rocm-validate device: AMD Instinct MI300X (cuda:0, gfx942, key amd-instinct-mi300x-gfx942*"])
     assert DeviceInfo.from_dict(saved[0].to_dict()) == saved[0]

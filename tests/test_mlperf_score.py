@@ -201,3 +201,24 @@ def test_parse_errors_of_every_kind_are_reported_by_line():
     assert [p.split(":")[0] for p in parsed.problems] == ["line 1", "line 2", "line 3", "line 4"]
     assert "lacks metadata" in parsed.problems[2]
     assert "run_stop has no status" in parsed.problems[3]
+
+
+def test_an_unreadable_file_says_so_once(tmp_path):
+    folder = write_set(tmp_path, spread(2_450_000), batch=448)
+    path = folder / "result_1.txt"
+    path.write_text(path.read_text() + ':::MLLOG {"key": "x", "value": 1, "time_ms": \n')
+    message = next(r for r in mlperf.score_run_set(folder, compliance=False).runs if r.file == "result_1.txt").message()
+    assert message.count("did not converge") == 1 and "not accepted" in message
+
+
+def test_one_run_is_counted_in_the_singular(tmp_path):
+    write_run(tmp_path / "result_0.txt", 2_450_000, batch=448)
+    score = mlperf.score_run_set(tmp_path, compliance=False)
+    assert "olympic scoring needs at least 3 runs, found 1 run" in score.rcp.message
+    assert "1 runs" not in " ".join([score.rcp.message, *score.messages])
+
+
+def test_runs_without_a_benchmark_line_are_not_sent_to_the_compliance_checker(tmp_path):
+    folder = write_set(tmp_path, spread(2_450_000), batch=448, benchmark=None)
+    run = mlperf.score_run_set(folder).runs[0]
+    assert run.compliance == ("not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",)

@@ -70,6 +70,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     pytester.makepyfile(test_metrics=TWO_METRICS)
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # subprocess runs import this checkout's rocm_validate
     monkeypatch.delenv("SLOWDOWN", raising=False)
+    (pytester.path / "baselines").mkdir()
     return pytester
 
 
@@ -95,21 +96,23 @@ def recorded(project: pytest.Pytester) -> pytest.Pytester:
 
 
 def test_a_metric_without_a_baseline_is_skipped_with_the_command_that_records_it(project: pytest.Pytester) -> None:
-    result = run(project, "-rs")
+    result = run(project)
     result.assert_outcomes(skipped=2)
     assert result.ret == 0
-    result.stdout.fnmatch_lines([f"*{MISSING}*"])
+    result.stdout.fnmatch_lines([f"*{MISSING} --rocm-baselines={project.path / 'baselines'}*"])
 
 
 def test_rocm_strict_turns_a_missing_baseline_into_a_failure(project: pytest.Pytester) -> None:
     result = run(project, "--rocm-strict")
     result.assert_outcomes(failed=2)
     assert result.ret == 1
-    result.stdout.fnmatch_lines([f"*{MISSING} (--rocm-strict: a missing baseline fails)*"])
+    result.stdout.fnmatch_lines([f"*{MISSING}*(--rocm-strict: a check that was not validated fails)*"])
 
 
 def test_the_header_names_the_baseline_file_the_run_uses(project: pytest.Pytester) -> None:
-    run(project).stdout.fnmatch_lines([f"rocm-validate perf: baselines *{KEY}.json (none yet); default thresholds; window x1"])
+    result = run(project)
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines([f"rocm-validate perf: baselines *{KEY}.json (none yet); default thresholds; window x1"])
 
 
 def test_update_baselines_records_every_metric_in_the_device_keys_file(project: pytest.Pytester) -> None:
@@ -165,7 +168,6 @@ def test_a_much_faster_run_passes_with_a_note_to_record_it(project: pytest.Pytes
     ids=["truncated", "wrong-schema"],
 )
 def test_an_unusable_baseline_file_is_a_usage_error_naming_the_file_and_the_fix(project: pytest.Pytester, content: str) -> None:
-    baseline_file(project).parent.mkdir()
     baseline_file(project).write_text(content)
     result = run(project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -185,7 +187,8 @@ def test_measures_then_fails(perf, timed):
     result = run(project, "--update-baselines")
     result.assert_outcomes(passed=2, failed=1)
     assert "sdpa.forward.bert-large.48x16x512x64" not in stored(project)
-    result.stdout.fnmatch_lines(["*baseline not written: the test did not pass*", "rocm-validate baselines not recorded: 1: sdpa.*"])
+    result.stdout.fnmatch_lines(["*baseline not written: the test did not pass*", "rocm-validate baselines not recorded: 1",
+                                 "  sdpa.forward.bert-large.48x16x512x64: new, *"])
 
 
 def test_update_baselines_refuses_a_noisy_metric_and_says_so(project: pytest.Pytester) -> None:
@@ -201,20 +204,45 @@ def test_noisy(perf, timed):
     assert "gemm.fp16.8192x8192x8192" not in stored(project)
     result.stdout.fnmatch_lines([
         "*gemm.fp16.8192x8192x8192: not recorded: this run's round-to-round noise * exceeds 2.67%*rerun on an idle device",
-        "rocm-validate baselines refused as too noisy: 1: gemm.fp16.8192x8192x8192",
+        "rocm-validate baselines refused as too noisy: 1",
+        "  gemm.fp16.8192x8192x8192: new, *",
     ])
 
 
 def test_rerecording_an_unchanged_stack_leaves_the_file_untouched(project: pytest.Pytester) -> None:
     before = baseline_file(recorded(project)).read_bytes()
     result = run(project, "--update-baselines", slowdown=1.004)
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["rocm-validate baselines kept (inside hysteresis): 2"])
     assert baseline_file(project).read_bytes() == before
 
 
+def test_update_baselines_refuses_a_regression_keeps_the_old_value_and_fails(project: pytest.Pytester) -> None:
+    before = stored(recorded(project))
+    result = run(project, "--update-baselines", slowdown=1.85)
+    result.assert_outcomes(failed=2)
+    assert result.ret == 1
+    assert stored(project) == before
+    result.stdout.fnmatch_lines([
+        "*gemm.bf16.8192x8192x8192: refused: * -> * TFLOP/s (-45.9%) is worse than the baseline beyond its band*"
+        "--rocm-accept-regressions*",
+        "rocm-validate baselines refused as regressions (--rocm-accept-regressions records them): 2",
+        "  *: * -> * (-45.9%)",
+    ])
+
+
+def test_accepted_regressions_are_written_and_listed_old_to_new(project: pytest.Pytester) -> None:
+    before = stored(recorded(project))
+    result = run(project, "--update-baselines", "--rocm-accept-regressions", slowdown=1.85)
+    result.assert_outcomes(passed=2)
+    gemm = "gemm.bf16.8192x8192x8192"
+    assert stored(project)[gemm]["value"] == pytest.approx(before[gemm]["value"] / 1.85, rel=1e-3)
+    result.stdout.fnmatch_lines(["rocm-validate baselines written: 2", f"  {gemm}: * -> * TFLOP/s (-45.9%)"])
+
+
 def test_update_baselines_rewrites_only_the_metrics_it_measured(project: pytest.Pytester) -> None:
     before = stored(recorded(project))
-    run(project, "--update-baselines", "-k", "gemm", slowdown=1.2).assert_outcomes(passed=1)
+    run(project, "--update-baselines", "--rocm-accept-regressions", "-k", "gemm", slowdown=1.2).assert_outcomes(passed=1)
     after = stored(project)
     assert after["copy.device.2048mib"] == before["copy.device.2048mib"]
     assert after["gemm.bf16.8192x8192x8192"]["value"] == pytest.approx(before["gemm.bf16.8192x8192x8192"]["value"] / 1.2, rel=1e-3)
@@ -238,7 +266,7 @@ def test_one_metric_each(perf, timed, index):
 
 def test_the_json_report_and_junit_xml_carry_each_verdict(project: pytest.Pytester) -> None:
     report, junit = project.path / "report.json", project.path / "junit.xml"
-    run(recorded(project), f"--rocm-report={report}", f"--junitxml={junit}", slowdown=1.25)
+    run(recorded(project), f"--rocm-report={report}", f"--junitxml={junit}", slowdown=1.25).assert_outcomes(failed=2)
     metrics = {m["name"]: m for m in json.loads(report.read_text())["metrics"]}
     gemm = metrics["gemm.bf16.8192x8192x8192"]
     assert (gemm["verdict"], round(gemm["ratio"], 3), round(gemm["percent_of_peak"], 1)) == ("regressed", 0.8, 44.9)
@@ -250,7 +278,7 @@ def test_the_json_report_and_junit_xml_carry_each_verdict(project: pytest.Pytest
 
 def test_benchmark_json_is_written_for_dashboards(project: pytest.Pytester) -> None:
     path = project.path / "bench.json"
-    run(recorded(project), f"--rocm-benchmark-json={path}")
+    run(recorded(project), f"--rocm-benchmark-json={path}").assert_outcomes(passed=2)
     document = json.loads(path.read_text())
     assert sorted(b["name"] for b in document["benchmarks"]) == ["copy.device.2048mib", "gemm.bf16.8192x8192x8192"]
     assert document["machine_info"]["gpu"]["device_key"] == KEY
@@ -287,7 +315,7 @@ def test_an_ini_rule_widens_the_band_of_the_metrics_it_names(project: pytest.Pyt
     "args, ini, complaint",
     [
         ((), "[pytest]\nrocm_perf_thresholds = gemm.* floor=lots\n", "rocm_perf_thresholds (ini): line 1 'gemm.* floor=lots': floor='lots': expected a number"),
-        (("--rocm-perf-window=0",), "", "--rocm-perf-window='0': expected a positive factor up to 20"),
+        (("--rocm-perf-window=0",), "", "--rocm-perf-window='0': expected a factor from 0.25 (shorter windows hold too few rounds to measure their noise) to 20"),
     ],
     ids=["threshold-rule", "window"],
 )

@@ -43,3 +43,34 @@ def test_the_cpu_perf_suite_records_baselines_then_catches_exactly_the_scaled_on
     assert result.ret == 1, result.stdout.str()[-3000:]
     assert {n for n, v in verdicts.items() if v == "regressed"} == scaled, result.stdout.str()[-3000:]
     assert {v for n, v in verdicts.items() if n not in scaled} <= {"pass", "improved"}, result.stdout.str()[-3000:]
+
+
+NOISY_ON_A_BUSY_HOST = '''
+import itertools
+import time
+
+calls = itertools.count()
+
+
+def test_a_busy_host(perf):
+    def work():
+        # the host keeps getting busy: every third stretch of 20 calls runs four times slower
+        time.sleep(0.0004 * (4 if (next(calls) // 20) % 3 == 0 else 1))
+
+    perf.throughput("copy.busy_host", perf.measure(work), 1e6, "GB/s")
+'''
+
+
+def test_update_baselines_on_a_busy_cpu_refuses_the_noisy_metric_by_default(pytester):
+    pytester.makeini("[pytest]\n")
+    pytester.mkdir("suites")
+    pytester.mkdir("suites/perf")
+    (pytester.path / "suites" / "perf" / "test_busy.py").write_text(NOISY_ON_A_BUSY_HOST)
+    result = pytester.runpytest("--rocm-suite=perf", "--rocm-device=cpu", "--update-baselines", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*copy.busy_host: not recorded: this run's round-to-round noise * exceeds 20.00%*rerun on an idle device*",
+        "rocm-validate baselines refused as too noisy: 1",
+        "  copy.busy_host: new, *",
+    ])
+    assert not list((pytester.path / "baselines").glob("*.json")), "a refused metric must not create a baseline file"

@@ -1,12 +1,17 @@
 """Header, device fixtures and requirement markers inside real pytest runs (devices stood in)."""
 
+import dataclasses
+import json
+
 import fake_devices
+import pytest
 
 
 def test_the_header_reproduces_the_run_with_device_key_arch_and_versions(pytester):
     pytester.makeconftest(fake_devices.discovery_conftest(fake_devices.mi300x()))
     pytester.makepyfile("def test_ok():\n    pass\n")
     result = pytester.runpytest("--rocm-suite=correctness")
+    result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
             "rocm-validate 0.1.0: suites correctness; baselines *baselines; mode gate",
@@ -32,7 +37,45 @@ def test_a_missing_gpu_index_is_a_usage_error_listing_the_gpus(pytester):
     pytester.makeconftest(fake_devices.discovery_conftest(fake_devices.h100()))
     pytester.makepyfile("def test_ok():\n    pass\n")
     result = pytester.runpytest("--rocm-suite=correctness", "--rocm-device=4")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --rocm-device=4: no such GPU; found 0 (NVIDIA H100 80GB HBM3)*"])
+
+
+def _only_a_broken_gpu_build(pytester) -> None:
+    """Discovery as on a node whose CUDA build of torch cannot use its GPU: only the CPU is left."""
+    cpu = dataclasses.replace(fake_devices.cpu(), runtime_version="CUDA 13.0",
+                              errors=("torch.cuda: RuntimeError: invalid device ordinal",))
+    pytester.makeconftest(
+        "import json\nfrom rocm_validate.platform.devices import DeviceInfo\n\n"
+        "def pytest_rocm_discover_devices(config):\n"
+        f"    return [DeviceInfo.from_dict(json.loads({json.dumps(cpu.to_dict())!r}))]\n"
+    )
+    pytester.makepyfile("def test_ok():\n    pass\n")
+
+
+def test_a_broken_gpu_stops_the_run_with_exit_4_instead_of_validating_the_cpu(pytester):
+    _only_a_broken_gpu_build(pytester)
+    result = pytester.runpytest("--rocm-suite=correctness")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: this torch is a GPU build (CUDA 13.0), but no usable GPU was found "
+                                 "(torch.cuda: RuntimeError: invalid device ordinal)*--rocm-device=cpu"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_cpu_is_validated_when_asked_for_on_purpose(pytester):
+    _only_a_broken_gpu_build(pytester)
+    pytester.runpytest("--rocm-suite=correctness", "--rocm-device=cpu").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("extra", [[], ["-q"], ["-n", "2"], ["-q", "-n", "2"]], ids=["plain", "quiet", "xdist", "quiet-xdist"])
+def test_a_missing_gpu_is_the_same_one_line_usage_error_whatever_the_output_options(pytester, extra):
+    pytester.makeconftest(fake_devices.discovery_conftest(fake_devices.h100()))
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = pytester.runpytest("--rocm-suite=correctness", "--rocm-device=9", *extra)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: --rocm-device=9: no such GPU; found 0 (NVIDIA H100 80GB HBM3)*"])
+    output = result.stdout.str() + result.stderr.str()
+    assert "errors during collection" not in output and "Traceback" not in output and "pluggy" not in output
 
 
 def test_fixtures_hand_out_the_selected_device(pytester):

@@ -1,6 +1,8 @@
 """Recorded metrics reach the terminal table, JUnit XML and the JSON report, also from xdist workers."""
 
 import json
+import os
+import stat
 import xml.etree.ElementTree as ET
 
 import fake_devices
@@ -74,6 +76,7 @@ def test_a_nan_measurement_fails_its_test_and_is_reported_as_invalid(pytester):
 def test_a_metric_with_a_wrong_direction_is_an_error_naming_it(pytester):
     pytester.makepyfile("def test_x(record_rocm_metric):\n    record_rocm_metric('bw', 1.0, 'GB/s', better='up')\n")
     result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*metric 'bw': better must be 'higher' or 'lower', found 'up'*"])
 
 
@@ -95,6 +98,7 @@ def test_a_finalize_hook_can_replace_a_metric_after_the_call(pytester):
     )
     pytester.makepyfile(TWO_METRICS)
     result = pytester.runpytest("--rocm-report=report.json")
+    result.assert_outcomes(passed=2)
     report = json.loads((pytester.path / "report.json").read_text())
     assert {m["verdict"] for m in report["metrics"]} == {"updated"}
     result.stdout.fnmatch_lines(["gemm_bf16: seen by hook"])
@@ -121,5 +125,31 @@ def test_an_out_of_memory_error_fails_only_its_test_and_says_what_to_do(pytester
 
 def test_reports_are_written_with_the_usual_file_mode(pytester):
     pytester.makepyfile("def test_ok():\n    pass\n")
-    pytester.runpytest("--rocm-report=report.json")
-    assert (pytester.path / "report.json").stat().st_mode & 0o644 == 0o644
+    pytester.runpytest("--rocm-report=report.json").assert_outcomes(passed=1)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((pytester.path / "report.json").stat().st_mode) == 0o666 & ~umask
+
+
+def test_the_run_says_where_it_wrote_the_report(pytester):
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = pytester.runpytest("--rocm-report=out/report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"rocm-validate report: wrote {pytester.path / 'out' / 'report.json'}"])
+
+
+def test_the_header_has_no_pytest_benchmark_banner(pytester):
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert not [line for line in result.stdout.lines if line.startswith("benchmark: ")]
+
+
+def test_junit_xml_names_the_device_and_torch_for_the_whole_suite(pytester):
+    pytester.makeconftest(fake_devices.discovery_conftest(fake_devices.h100()))
+    pytester.makepyfile(TWO_METRICS)
+    pytester.runpytest("--rocm-suite=correctness", "--junitxml=junit.xml").assert_outcomes(passed=2)
+    suite = ET.parse(pytester.path / "junit.xml").find("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert properties["rocm_validate.device_key"] == "nvidia-h100-80gb-hbm3-sm90"
+    assert properties["rocm_validate.torch"] == fake_devices.h100().torch_version

@@ -31,6 +31,7 @@ def test_a_bad_ini_value_names_the_ini_key(pytester):
     pytester.makeini("[pytest]\nrocm_suite = perf,bogus\n")
     pytester.makepyfile(PASSING)
     result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: rocm_suite (ini)='perf,bogus': unknown suite 'bogus'*"])
 
 
@@ -42,21 +43,27 @@ def test_the_environment_overrides_the_ini_and_the_command_line_overrides_both(p
         "    return 'suites=' + ','.join(sorted(run_state(config).settings.suites))\n"
     )
     pytester.makepyfile(PASSING)
-    pytester.runpytest().stdout.fnmatch_lines(["suites=perf"])
-    monkeypatch.setenv("ROCM_VALIDATE_SUITE", "convergence")
-    pytester.runpytest().stdout.fnmatch_lines(["suites=convergence"])
-    pytester.runpytest("--rocm-suite=all").stdout.fnmatch_lines(["suites=convergence,correctness,perf"])
+    runs = [((), None, "suites=perf"), ((), "convergence", "suites=convergence"),
+            (("--rocm-suite=all",), "convergence", "suites=convergence,correctness,perf")]
+    for args, env, shown in runs:
+        if env:
+            monkeypatch.setenv("ROCM_VALIDATE_SUITE", env)
+        result = pytester.runpytest(*args)
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines([shown])
 
 
 def test_a_baselines_path_that_is_a_file_is_a_usage_error(pytester):
     pytester.makepyfile(PASSING)
     pytester.path.joinpath("baselines.json").write_text("{}")
     result = pytester.runpytest("--rocm-baselines=baselines.json")
-    result.stderr.fnmatch_lines(["ERROR: --rocm-baselines: *baselines.json is a file; expected a folder*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --rocm-baselines='baselines.json': *baselines.json is a file; expected a folder*"])
 
 
 def test_all_options_share_one_help_group(pytester):
     result = pytester.runpytest("--help")
+    assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
             "rocm-validate: GPU stack validation:",
@@ -68,3 +75,89 @@ def test_all_options_share_one_help_group(pytester):
             "  --rocm-strict*",
         ]
     )
+
+
+def test_an_empty_suite_value_is_a_usage_error_not_the_default(pytester):
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest("--rocm-suite=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --rocm-suite: expected a suite name, found an empty value*"])
+
+
+def test_a_baselines_folder_that_does_not_exist_is_a_usage_error_naming_it(pytester):
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest("--rocm-baselines=nowhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --rocm-baselines='nowhere': no such folder ({pytester.path / 'nowhere'})*--update-baselines"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_update_baselines_creates_the_baselines_folder(pytester):
+    pytester.makepyfile(PASSING)
+    pytester.runpytest("--rocm-baselines=new/folder", "--update-baselines").assert_outcomes(passed=1)
+    assert (pytester.path / "new" / "folder").is_dir()
+
+
+def test_a_relative_baselines_folder_is_taken_from_the_current_directory(pytester, monkeypatch):
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(PASSING)
+    below = pytester.mkdir("below")
+    monkeypatch.chdir(below)
+    result = pytester.runpytest(str(pytester.path), "--rocm-baselines=mine", "--update-baselines")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"rocm-validate *baselines {below / 'mine'}; mode update baselines"])
+
+
+@pytest.mark.parametrize("place", ["/proc/rocm-validate-test/baselines", "a-file/baselines"])
+def test_an_unwritable_baselines_folder_is_refused_before_anything_runs(pytester, place):
+    pytester.makepyfile(PASSING)
+    (pytester.path / "a-file").write_text("")
+    result = pytester.runpytest(f"--rocm-baselines={place}", "--update-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --rocm-baselines='{place}': --update-baselines cannot write there: *cannot be created*"])
+    assert "INTERNALERROR" not in result.stdout.str() and "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize("option", ["--rocm-report", "--rocm-benchmark-json"])
+@pytest.mark.parametrize("place", ["/proc/rocm-validate-test/out.json", "a-file/out.json"])
+def test_an_unwritable_output_file_is_refused_before_anything_runs(pytester, option, place):
+    pytester.makepyfile(PASSING)
+    (pytester.path / "a-file").write_text("")
+    result = pytester.runpytest(f"{option}={place}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option}='{place}': cannot write there: *"])
+    assert "INTERNALERROR" not in result.stdout.str() and "Traceback" not in result.stderr.str()
+
+
+def test_a_perf_window_below_the_minimum_is_refused_naming_the_minimum(pytester):
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest("--rocm-perf-window=0.1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --rocm-perf-window='0.1': expected a factor from 0.25*"])
+
+
+def test_accepting_regressions_without_updating_baselines_is_a_usage_error(pytester):
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest("--rocm-accept-regressions")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --rocm-accept-regressions only applies with --update-baselines*"])
+
+
+def test_naming_a_suite_folder_runs_that_suite_instead_of_deselecting_it(pytester):
+    pytester.makeini("[pytest]\n")
+    pytester.mkdir("suites")
+    pytester.mkdir("suites/perf")
+    (pytester.path / "suites" / "perf" / "test_mine.py").write_text(PASSING)
+    result = pytester.runpytest("suites/perf", "--rocm-device=cpu")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0 and "deselected" not in result.stdout.str()
+    by_id = pytester.runpytest("suites/perf/test_mine.py::test_ok", "--rocm-device=cpu")
+    by_id.assert_outcomes(passed=1)
+
+
+def test_the_lock_file_beside_a_baseline_is_ignored_by_git():
+    from fnmatch import fnmatch
+    from pathlib import Path
+
+    patterns = (Path(__file__).resolve().parents[1] / ".gitignore").read_text().split()
+    assert any(fnmatch(".nvidia-h100-80gb-hbm3-sm90.json.lock", p.strip("/")) for p in patterns)

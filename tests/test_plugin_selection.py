@@ -42,7 +42,7 @@ def test_a_marker_naming_no_suite_is_a_usage_error(pytester):
 
 
 def test_the_suite_of_each_test_is_a_junit_property(three_suites):
-    three_suites.runpytest("--rocm-suite=perf", "--junitxml=out.xml")
+    three_suites.runpytest("--rocm-suite=perf", "--junitxml=out.xml").assert_outcomes(passed=3)
     xml = (three_suites.path / "out.xml").read_text()
     assert xml.count('<property name="rocm_suite" value="perf" />') == 2
 

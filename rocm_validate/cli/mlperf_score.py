@@ -98,7 +98,7 @@ def _row(run: RunFacts) -> tuple[str, ...]:
         _count_text(run.to_converge),
         _fixed(run.last_eval_accuracy, 4),
         _fixed(run.samples_per_second, 1),
-        "ok" if not run.compliance else f"{len(run.compliance)} issues",
+        "ok" if not run.compliance else f"{len(run.compliance)} issue{'' if len(run.compliance) == 1 else 's'}",
     )
 
 
@@ -113,7 +113,7 @@ def render(score: RunSetScore) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     lines = [
         f"{score.folder}: {score.benchmark or 'unknown benchmark'}, global batch size {score.global_batch_size}, "
-        f"{len(score.runs)} runs, ruleset {score.ruleset}, RCPs from {score.rcp_source}",
+        f"{len(score.runs)} run{'' if len(score.runs) == 1 else 's'}, ruleset {score.ruleset}, RCPs from {score.rcp_source}",
         "",
     ]
     lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]

@@ -155,6 +155,7 @@ class RecordedRcp:
     path: Path
     samples: tuple[int, ...]
     seconds: float
+    previous_mean: float | None = None  # the mean of the RCPs it replaced, if any
 
 
 @dataclass
@@ -171,6 +172,7 @@ class MiniBertCheck:
     workdir: Path
     ruleset: str
     progress: Progress
+    accept_regressions: bool = False  # --rocm-accept-regressions: record RCPs the stored ones would fail
 
     @property
     def platform(self) -> str:
@@ -219,5 +221,28 @@ class MiniBertCheck:
                 f"all {len(runs)} reference runs converged at {samples[0]} samples; without a spread the RCP "
                 f"test accepts no speed-up at all; RCPs not written to {self.rcp_file}"
             )
+        previous = self._refuse_a_regression(self.workdir / "reference-rcp")
         write_rcp(self.rcp_file, build_rcp(self.spec, samples, creator, when, self.platform))
-        return RecordedRcp(self.rcp_file, samples, sum(r.seconds for r in runs))
+        return RecordedRcp(self.rcp_file, samples, sum(r.seconds for r in runs), previous)
+
+    def _refuse_a_regression(self, folder: Path) -> float | None:
+        """The stored RCP mean, after checking the new reference runs against the stored RCPs:
+        runs that fail them are not written (ReferenceFailed) unless --rocm-accept-regressions."""
+        from rocm_validate.errors import RcpUnavailable
+
+        try:
+            stored = self.rcp()
+        except RcpUnavailable:
+            return None  # nothing recorded for this definition yet: nothing to regress from
+        previous = sum(stored.samples) / len(stored.samples)
+        if self.accept_regressions:
+            return previous
+        verdict = check_run_set("reference", folder, self.rcp_file, self.ruleset)
+        if not verdict.passed:
+            raise ReferenceFailed(
+                f"not written: the new reference runs fail the stored RCPs of {self.rcp_file} ({verdict.verdict}: "
+                f"olympic mean {verdict.olympic_mean_samples or 0:,.0f} samples vs the RCP mean {previous:,.0f}); "
+                f"the stored RCPs are kept. If the stack really converges differently now, record them with: "
+                f"{self.record_command} --rocm-accept-regressions"
+            )
+        return previous

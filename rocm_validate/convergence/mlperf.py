@@ -163,7 +163,7 @@ class RunFacts:
         if self.converged:
             return ""
         notes = list(self.problems)
-        if self.status != "success":
+        if self.status not in ("success", "unreadable"):  # an unreadable file's problems already say so
             notes.append(_STATUS_NOTES.get(self.status, f"run_stop status is {self.status!r}: the run did not converge"))
         return f"{self.file}: " + ("; ".join(notes) or "MLPerf's RCP checker does not count it as converged")
 
@@ -475,7 +475,7 @@ def score_run_set(
         messages.append(f"{dropped} of {len(runs)} runs did not converge; olympic scoring drops at most {limit}")
     if required and len(runs) < required:
         messages.append(
-            f"{len(runs)} runs; MLPerf {benchmark} needs {required}, and the RCP statistics assume {required}"
+            f"{_runs(len(runs))}; MLPerf {benchmark} needs {required}, and the RCP statistics assume {required}"
         )
     return RunSetScore(
         folder=str(folder),
@@ -510,7 +510,12 @@ def _stage_run(path: Path, copy: Path, ruleset: str, train_samples: bool, compli
         except Exception as exc:  # noqa: BLE001 - the checker indexes JSON freely; report, never crash
             problems.append(f"MLPerf's RCP checker cannot read it ({type(exc).__name__}: {exc}); counted as not converged")
             _write_stage(copy, parsed, stand_in=True)
-    notes = compliance_messages(path, ruleset) if compliance and not parsed.problems else ()
+    notes: tuple[str, ...] = ()
+    if compliance and not parsed.problems:
+        benchmark = parsed.first("submission_benchmark")
+        notes = compliance_messages(path, ruleset) if benchmark and benchmark.value else (
+            "not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",
+        )
     return run_facts(path, parsed, view, problems, notes)
 
 
@@ -537,6 +542,11 @@ def _set_identity(runs: Sequence[RunFacts]) -> tuple[str | None, Any, list[str]]
     return identity["benchmark"], identity["global_batch_size"], blockers
 
 
+def _runs(count: int) -> str:
+    """'1 run', '5 runs'."""
+    return f"{count} run{'' if count == 1 else 's'}"
+
+
 def _files(names: Sequence[str]) -> str:
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
@@ -554,7 +564,7 @@ def _checker_blockers(
         return []
     blockers = []
     if len(runs) < 3:
-        blockers.append(f"olympic scoring needs at least 3 runs, found {len(runs)}")
+        blockers.append(f"olympic scoring needs at least 3 runs, found {_runs(len(runs))}")
     table = rcp_checker.submission_runs.get(USAGE, {})
     if benchmark not in table:
         blockers.append(

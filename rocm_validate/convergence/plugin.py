@@ -23,6 +23,7 @@ from rocm_validate.core.options import (
     SEEDS,
     parse_or_default,
 )
+from rocm_validate.core.requirements import not_validated
 from rocm_validate.core.session import is_xdist_worker, run_state
 from rocm_validate.errors import MlperfError, UsageError
 
@@ -95,6 +96,23 @@ def resolve_settings(config: pytest.Config) -> ConvergenceSettings:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = resolve_settings(config)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With the convergence suite selected, check this device's RCP file before any test runs:
+    a corrupt one is a usage error naming the file and how to restore it, as for baselines."""
+    config = session.config
+    state = run_state(config)
+    if "convergence" not in state.settings.suites or is_xdist_worker(config):
+        return
+    from rocm_validate.convergence.rcps import check_rcp_file, rcp_path
+    from rocm_validate.errors import JsonFileError
+
+    device = state.device()
+    try:
+        check_rcp_file(rcp_path(state.settings.baselines_dir, device.device_key), record_command(config, device))
+    except JsonFileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def convergence_settings(config: pytest.Config) -> ConvergenceSettings:
@@ -199,12 +217,13 @@ def mini_bert(pytestconfig: pytest.Config, rocm_device: DeviceInfo, torch_device
         workdir=tmp_path_factory.mktemp("mini-bert"),
         ruleset=settings.ruleset,
         progress=ProgressLine(pytestconfig),
+        accept_regressions=run_state(pytestconfig).settings.accept_regressions,
     )
 
 
 def require_rcp(config: pytest.Config, check: MiniBertCheck) -> StoredRcp:
     """The device's mini-BERT RCPs, called from a test: missing ones skip with the command that
-    records them (fail under --rocm-strict), a corrupt file fails naming it; under
+    records them (not validated: a failure under --rocm-strict), a corrupt file fails naming it; under
     --update-baselines candidates are not checked."""
     from rocm_validate.errors import JsonFileError, RcpUnavailable
 
@@ -215,8 +234,6 @@ def require_rcp(config: pytest.Config, check: MiniBertCheck) -> StoredRcp:
     try:
         return check.rcp()
     except RcpUnavailable as exc:
-        if settings.strict:
-            pytest.fail(f"{exc} (--rocm-strict: missing RCPs fail)", pytrace=False)
-        pytest.skip(str(exc))
+        not_validated(str(exc))
     except JsonFileError as exc:
         pytest.fail(str(exc), pytrace=False)

@@ -79,6 +79,13 @@ class StoredRcp:
     when: str
 
 
+def check_rcp_file(path: Path, record_command: str) -> None:
+    """Raise JsonFileError (naming the file and `record_command`) when an RCP file exists but is
+    corrupt or breaks its schema; a missing file is fine (the tests say how to record it)."""
+    if path.exists():
+        jsonfile.read_json(path, RCP_STORE_SCHEMA, fix=f"Record them again with: {record_command}")
+
+
 def load_rcp(path: Path, spec: MiniBertSpec, record_command: str) -> StoredRcp:
     """The device's RCPs for `spec`.
 

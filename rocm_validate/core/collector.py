@@ -67,11 +67,26 @@ def readable_properties(properties: list[tuple[str, Any]]) -> list[tuple[str, An
     return shown
 
 
+def _is_benchmark_banner(entry: Any) -> bool:
+    return isinstance(entry, str) and entry.startswith("benchmark: ") and "(defaults:" in entry
+
+
 class ResultCollector:
     """Gathers outcomes and metrics (also from xdist workers) and writes the summary and report."""
 
     def __init__(self, state: RunState) -> None:
         self.state = state
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_header(self, config: pytest.Config) -> Any:
+        """Leave out pytest-benchmark's banner: rocm-validate uses its statistics and JSON format,
+        not its fixture, and the banner's defaults describe nothing this run measures."""
+        found = yield
+        return [
+            [line for line in entry if not _is_benchmark_banner(line)] if isinstance(entry, list) else entry
+            for entry in found
+            if not _is_benchmark_banner(entry)
+        ]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

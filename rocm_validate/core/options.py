@@ -7,6 +7,7 @@ Every parser raises `UsageError` (rocm_validate.errors) naming the option, the b
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -126,6 +127,19 @@ class Settings:
     report_path: Path | None
     strict: bool
     suite_given: bool  # --rocm-suite (or its env / ini twin) was set explicitly
+    device_source: str = "--rocm-device"  # the option or variable that chose the device
+    accept_regressions: bool = False  # --rocm-accept-regressions: --update-baselines records regressions too
+    baselines_given: str | None = None  # --rocm-baselines as the user wrote it, repeated in every hint
+
+    def command(self, *words: str) -> str:
+        """A pytest command line for a hint, carrying the user's --rocm-baselines."""
+        given = [f"{BASELINES.flag}={self.baselines_given}"] if self.baselines_given else []
+        return shlex.join(["pytest", *words, *given])
+
+    @property
+    def update_command(self) -> str:
+        """The command that records this device's perf baselines."""
+        return self.command("--rocm-suite=perf", "--update-baselines")
 
     def device_argument(self) -> str:
         """The --rocm-device value that reproduces this run's device choice."""
@@ -163,12 +177,22 @@ def add_options(parser: pytest.Parser) -> None:
         help="record this run's measurements as the new baselines (only passing tests write)",
     )
     group.addoption(
-        "--rocm-strict",
+        "--rocm-accept-regressions",
         action="store_true",
-        default=None,
-        help="CI gating: a missing baseline fails instead of skipping",
+        default=False,
+        help="with --update-baselines: also record measurements worse than their baseline (refused otherwise)",
     )
-    parser.addini("rocm_strict", "CI gating: a missing baseline fails instead of skipping", type="bool", default=False)
+    group.addoption("--rocm-strict", action="store_true", default=None, help=STRICT_HELP)
+    parser.addini("rocm_strict", STRICT_HELP, type="bool", default=False)
+
+
+STRICT_HELP = (
+    "CI gating: a check that was not validated (no baseline, no RCP, a backend refusing a supported case) "
+    "fails instead of skipping"
+)
+# The shortest --rocm-perf-window: below it a window holds too few rounds to measure its own noise.
+MIN_WINDOW_FACTOR = 0.25
+MAX_WINDOW_FACTOR = 20.0
 
 
 def raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str]:
@@ -223,33 +247,97 @@ def parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[s
 
 
 def output_file(config: pytest.Config, spec: OptionSpec, example: str) -> Path | None:
-    """The file a command-line option names for output; a folder there is a usage error."""
+    """The file a command-line option names for output, checked now so no measurement of the run
+    is lost to a late write error: a folder, or a place that cannot be written, is a usage error."""
     value = config.getoption(spec.flag)
-    path = Path(value).expanduser().resolve() if value else None
-    if path is not None and path.is_dir():
+    if not value:
+        return None
+    path = Path(value).expanduser().resolve()
+    if path.is_dir():
         raise UsageError(f"{spec.flag}={value!r} is a folder; expected a file path such as {example}")
+    problem = writable_folder_problem(path.parent)
+    if problem:
+        raise UsageError(f"{spec.flag}={value!r}: cannot write there: {problem}; choose a writable path such as {example}")
     return path
+
+
+def writable_folder_problem(folder: Path) -> str | None:
+    """Why files cannot be created in `folder` (making it if missing), or None when they can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{folder} cannot be created ({exc.strerror or exc})"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable by this user"
+    return None
+
+
+def _source_name(source: str) -> str:
+    """'ROCM_VALIDATE_DEVICE (environment)' -> 'ROCM_VALIDATE_DEVICE'."""
+    return source.removesuffix(" (environment)").removesuffix(" (ini)")
+
+
+def _baselines_dir(config: pytest.Config, update: bool) -> tuple[Path, str | None]:
+    """The baselines folder and the value the user gave. A given folder must exist (or, with
+    --update-baselines, is created and must be writable); a relative one is taken from the
+    current directory (from the ini file's folder for the ini key)."""
+    value, source = raw_value(config, BASELINES)
+    if value is None:
+        return config.rootpath / "baselines", None
+    base = config.rootpath if source.endswith("(ini)") else config.invocation_params.dir
+    folder = (base / Path(value).expanduser()).resolve()
+    name = _source_name(source)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{name}={value!r}: {folder} is a file; expected a folder of <device-key>.json baselines")
+    if update:
+        problem = writable_folder_problem(folder)
+        if problem:
+            raise UsageError(f"{name}={value!r}: --update-baselines cannot write there: {problem}")
+    elif not folder.is_dir():
+        raise UsageError(
+            f"{name}={value!r}: no such folder ({folder}); give an existing folder of baselines, or record new ones "
+            f"there with --update-baselines"
+        )
+    return folder, value
+
+
+def _suites(config: pytest.Config) -> tuple[frozenset[str], bool]:
+    """The selected suites and whether the user chose them. Without --rocm-suite (or its twins),
+    the suites whose folders or tests were named on the command line, else correctness."""
+    from rocm_validate.core.selection import suites_named_by
+
+    value, source = raw_value(config, SUITE)
+    given = source != SUITE.flag or config.getoption(SUITE.flag) is not None
+    if given:
+        return parse_suites(value or "", source), True
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        named = suites_named_by(list(config.args), config.invocation_params.dir, config.rootpath)
+        if named:
+            return frozenset(named), False
+    return parse_suites(SUITE.default or "correctness", SUITE.flag), False
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
     """Read every core option once; raises UsageError on a bad value."""
-    suite_value, suite_source = raw_value(config, SUITE)
-    suites = parse_suites(suite_value or "correctness", suite_source)
-    baselines = parse_or_default(config, BASELINES, lambda v, _s: Path(v).expanduser(), Path("baselines"))
-    if not baselines.is_absolute():
-        baselines = config.rootpath / baselines
-    if baselines.exists() and not baselines.is_dir():
-        raise UsageError(
-            f"{BASELINES.flag}: {baselines} is a file; expected a folder of <device-key>.json baselines"
-        )
-    report_path = output_file(config, REPORT, "report.json")
+    suites, suite_given = _suites(config)
+    update = bool(config.getoption("--update-baselines"))
+    accept = bool(config.getoption("--rocm-accept-regressions"))
+    if accept and not update:
+        raise UsageError("--rocm-accept-regressions only applies with --update-baselines; add --update-baselines")
+    baselines, baselines_given = _baselines_dir(config, update)
     strict_flag = config.getoption("--rocm-strict")
+    _, device_source = raw_value(config, DEVICE)
     return Settings(
         suites=suites,
-        update_baselines=bool(config.getoption("--update-baselines")),
+        update_baselines=update,
         baselines_dir=baselines,
         device=parse_or_default(config, DEVICE, parse_device, None),
-        report_path=report_path,
+        device_source=_source_name(device_source),
+        report_path=output_file(config, REPORT, "report.json"),
         strict=bool(strict_flag) if strict_flag is not None else bool(config.getini("rocm_strict")),
-        suite_given=suite_source != SUITE.flag or config.getoption(SUITE.flag) is not None,
+        suite_given=suite_given,
+        accept_regressions=accept,
+        baselines_given=baselines_given,
     )

@@ -9,7 +9,9 @@ library) are all decided here, from a `DeviceInfo` and the platform rules of
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
+
+import pytest
 
 from rocm_validate.errors import MarkerUsageError
 from rocm_validate.platform import capabilities
@@ -139,10 +141,42 @@ def scaled_mm_skip_reason(device: DeviceInfo, scaling: str = "tensorwise", out_d
 
 
 def library_skip_reason(module: str, purpose: str, error: BaseException) -> str:
-    """An optional library (apex, torchao, Transformer Engine) that would not import."""
-    return f"needs {module} to {purpose}, found it not importable ({type(error).__name__}: {error})"
+    """An optional library (apex, torchao, Transformer Engine) that is not installed."""
+    return f"needs {module} to {purpose}, found it not installed ({type(error).__name__}: {error})"
+
+
+def import_optional(module: str, purpose: str, install: str = "") -> Any:
+    """Import an optional library for a check: skip when it is not installed (need vs found, with
+    the command that installs it); fail when it is installed but breaks on import, since a
+    broken install on a node is what the suite is there to find."""
+    import importlib
+
+    __tracebackhide__ = True
+    package = module.split(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == package:
+            reason = library_skip_reason(package, purpose, exc)
+            pytest.skip(f"{reason}; install it with: {install}" if install else reason)
+        pytest.fail(f"{module} is installed but cannot be imported: {exc}", pytrace=False)
+    except Exception as exc:  # noqa: BLE001 - an extension failing to load raises anything
+        pytest.fail(f"{module} is installed but cannot be imported: {type(exc).__name__}: {exc}", pytrace=False)
 
 
 def refusal_skip_reason(what: str, refusal: BaseException) -> str:
     """A backend or library that declined the case (`errors.PlatformRefusal`)."""
     return f"needs {what}, found it refuses: {refusal}"
+
+
+class NotValidated(pytest.skip.Exception):
+    """A skip that leaves a check this platform should support unvalidated: no baseline, no RCP,
+    a backend or library refusing a case it supports. A skip normally; a failure under
+    --rocm-strict. Platform limits (no GPU, another arch, no FP8, a library not installed) are
+    plain skips and stay skips under --rocm-strict."""
+
+
+def not_validated(reason: str) -> NoReturn:
+    """Skip the test as not validated (see NotValidated)."""
+    __tracebackhide__ = True
+    raise NotValidated(reason)

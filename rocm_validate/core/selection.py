@@ -40,3 +40,15 @@ def touches_suites(args: list[str], invocation_dir: Path, rootpath: Path) -> boo
         if target == suites_dir or suites_dir in target.parents or target in suites_dir.parents:
             return True
     return False
+
+
+def suites_named_by(args: list[str], invocation_dir: Path, rootpath: Path) -> set[str]:
+    """The suites whose folders (or tests inside them) the command line names explicitly:
+    `pytest suites/perf` or a perf test id selects the perf suite."""
+    found = set()
+    for arg in args:
+        target = (invocation_dir / arg.split("::", 1)[0]).resolve()
+        suite = suite_from_path(target, rootpath) if target != (rootpath / SUITES_FOLDER).resolve() else None
+        if suite is not None:
+            found.add(suite)
+    return found

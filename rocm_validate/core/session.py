@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -47,7 +48,7 @@ class RunState:
         """The device this run validates (--rocm-device); a missing index is a usage error."""
         from rocm_validate.platform.devices import select_device
 
-        return select_device(self.devices(), self.settings.device)
+        return select_device(self.devices(), self.settings.device, self.settings.device_source, os.environ)
 
     def metrics(self) -> list[Metric]:
         """Every recorded metric, ordered by test id so xdist runs print the same table."""

@@ -45,6 +45,17 @@ def sdpa_backend(name: str) -> Any:
     return table[name]
 
 
+# Masks each backend is documented to take: flash attention takes no explicit mask (a bool or
+# additive mask is a platform limit there); the others take every mask the suite draws.
+_SUPPORTED_MASKS = {"flash": ("none", "causal"), "cudnn": ("none", "causal")}
+
+
+def supports(backend: str, case: AttentionCase) -> bool:
+    """Whether `backend` is meant to run `case`: when it refuses one it supports, the case was
+    not validated (a failure under --rocm-strict), not merely skipped."""
+    return case.mask in _SUPPORTED_MASKS.get(backend, MASKS)
+
+
 def rocm_flash_library() -> str:
     """The flash attention library PyTorch uses on ROCm: 'ck' or 'aotriton' (its default)."""
     getter = getattr(torch.backends.cuda, "preferred_rocm_fa_library", None)

@@ -136,10 +136,13 @@ def decide_update(old: Mapping[str, Any] | None, new: BaselineEntry, threshold: 
 class BaselineStore:
     """The baselines of one device key in one folder."""
 
-    def __init__(self, folder: Path, device_key: str, lock_timeout_s: float = LOCK_TIMEOUT_S) -> None:
+    def __init__(
+        self, folder: Path, device_key: str, lock_timeout_s: float = LOCK_TIMEOUT_S, update_command: str = UPDATE_COMMAND
+    ) -> None:
         self.folder = folder
         self.device_key = device_key
         self.lock_timeout_s = lock_timeout_s
+        self.update_command = update_command
         self._snapshot: dict[str, Any] | None = None
 
     @property
@@ -153,7 +156,7 @@ class BaselineStore:
     def _fix(self) -> str:
         return (
             f"Restore it from version control (git checkout -- {self.path}), or delete it and re-record "
-            f"with {UPDATE_COMMAND}"
+            f"with {self.update_command}"
         )
 
     def read(self) -> dict[str, Any]:

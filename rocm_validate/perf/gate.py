@@ -185,18 +185,22 @@ def _peak_note(metric: Metric) -> str:
     return f"; {percent:.1f}% of the {format_number(metric.peak)} {metric.unit} datasheet peak"
 
 
-def judge(metric: Metric, reference: Reference | None, threshold: Threshold, device_key: str) -> Judgement:
+def judge(
+    metric: Metric, reference: Reference | None, threshold: Threshold, device_key: str, update_command: str = UPDATE_COMMAND
+) -> Judgement:
     """Compare `metric` with its baseline under `threshold`. Pure; the message says everything
-    a reader needs: value, baseline, ratio, allowed band and where it came from, % of peak."""
+    a reader needs (value, baseline, ratio, allowed band and where it came from, % of peak) and
+    ends with `update_command`, the command that re-records it. The metric's name is not repeated:
+    every place that shows a message puts the name before it."""
     if reference is None:
         if threshold.informational:
             return Judgement("informational", f"informational ({threshold.informational}); no baseline on {device_key} yet")
-        return Judgement("no-baseline", f"no baseline for {metric.name} on {device_key}; run {UPDATE_COMMAND}")
+        return Judgement("no-baseline", f"no baseline on {device_key}; run {update_command}")
     if (reference.unit, reference.better) != (metric.unit, metric.better):
         return Judgement(
             "mismatch",
-            f"{metric.name}: the baseline is in {reference.unit} ({reference.better} is better) but this run "
-            f"measures {metric.unit} ({metric.better} is better); re-record it with {UPDATE_COMMAND}",
+            f"the baseline is in {reference.unit} ({reference.better} is better) but this run "
+            f"measures {metric.unit} ({metric.better} is better); re-record it with {update_command}",
         )
     noise = combined_noise(relative_noise(reference.dispersion), relative_noise(metric.dispersion))
     allowed = threshold.allowed(noise)
@@ -218,14 +222,14 @@ def judge(metric: Metric, reference: Reference | None, threshold: Threshold, dev
         return Judgement(
             "regressed",
             f"regressed: {change:.1%} {direction}, {summary}{_peak_note(metric)}"
-            f"{_clock_note(metric, reference)}. If this is expected, re-record with {UPDATE_COMMAND}",
+            f"{_clock_note(metric, reference)}. If this is expected, re-record with {update_command}",
             **base,
         )
     if better:
         return Judgement(
             "improved",
             f"{change:.1%} better than baseline, beyond the band: {summary}. If this is the new normal, "
-            f"record it with {UPDATE_COMMAND}",
+            f"record it with {update_command}",
             **base,
         )
     return Judgement("pass", "", **base)

@@ -22,6 +22,7 @@ from rocm_validate.perf.recorder import (
     PerfSettings,
     raise_outcome,
 )
+from rocm_validate.results.metrics import format_number
 
 if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
@@ -39,8 +40,11 @@ def parse_window(value: str, source: str = options.WINDOW.flag) -> float:
         factor = float(value)
     except ValueError:
         factor = float("nan")
-    if not (0 < factor <= 20):
-        raise UsageError(f"{source}={value!r}: expected a positive factor up to 20, e.g. {options.WINDOW.flag}=2")
+    if not (options.MIN_WINDOW_FACTOR <= factor <= options.MAX_WINDOW_FACTOR):
+        raise UsageError(
+            f"{source}={value!r}: expected a factor from {options.MIN_WINDOW_FACTOR:g} (shorter windows hold too few "
+            f"rounds to measure their noise) to {options.MAX_WINDOW_FACTOR:g}, e.g. {options.WINDOW.flag}=2"
+        )
     return factor
 
 
@@ -72,7 +76,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from rocm_validate.errors import BaselineError
     from rocm_validate.perf.baselines import BaselineStore
 
-    store = BaselineStore(state.settings.baselines_dir, state.device().device_key)
+    store = BaselineStore(state.settings.baselines_dir, state.device().device_key, update_command=state.settings.update_command)
     try:
         entries = store.read()
     except BaselineError as exc:
@@ -141,7 +145,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     state = item.stash.get(ITEM_STATE_KEY, None)
     context = item.config.stash.get(CONTEXT_KEY, None)
     if state is not None and context is not None:
-        raise_outcome(state, context.device.device_key, context.settings.strict)
+        raise_outcome(state, context.device.device_key, context.settings.update_command)
     return result
 
 
@@ -161,7 +165,7 @@ def pytest_rocm_metric_finalize(item: pytest.Item, report: Any, metric: Any) -> 
     context = item.config.stash.get(CONTEXT_KEY, None)
     if state is None or context is None or metric.name not in state.names or not context.settings.update_baselines:
         return None
-    if metric.verdict == "invalid":
+    if metric.verdict in ("invalid", "refused"):
         return None
     if not report.passed:
         return metric.with_verdict("not-recorded", "baseline not written: the test did not pass")
@@ -172,22 +176,37 @@ def _perf_metrics(config: pytest.Config) -> list[Any]:
     return [m for m in run_state(config).metrics() if "gate" in m.extra]
 
 
-_UPDATE_VERDICTS = (("updated", "written"), ("kept", "kept (inside hysteresis)"), ("noisy", "refused as too noisy"), ("not-recorded", "not recorded"))
+_UPDATE_VERDICTS = (
+    ("updated", "written"),
+    ("kept", "kept (inside hysteresis)"),
+    ("refused", "refused as regressions (--rocm-accept-regressions records them)"),
+    ("noisy", "refused as too noisy"),
+    ("not-recorded", "not recorded"),
+)
+
+
+def change_line(metric: Any) -> str:
+    """'  gemm.bf16.8192x8192x8192: 680.2 -> 688 TFLOP/s (+1.1%)', or 'new' without an old value."""
+    new = f"{format_number(metric.value)} {metric.unit}"
+    if not metric.baseline:
+        return f"  {metric.name}: new, {new}"
+    return f"  {metric.name}: {format_number(metric.baseline)} -> {new} ({metric.value / metric.baseline - 1:+.1%})"
 
 
 def summary_lines(metrics: list[Any], update: bool) -> list[str]:
-    """'perf: 10 pass, 1 regressed' or, under --update-baselines, what was written, kept, refused."""
-    counts: dict[str, list[str]] = {}
+    """'perf: 10 pass, 1 regressed' or, under --update-baselines, every change old -> new, for
+    written, kept and refused entries alike."""
+    counts: dict[str, list[Any]] = {}
     for metric in metrics:
-        counts.setdefault(metric.verdict, []).append(metric.name)
+        counts.setdefault(metric.verdict, []).append(metric)
     if not update:
-        return ["perf: " + ", ".join(f"{len(names)} {verdict}" for verdict, names in sorted(counts.items()))]
+        return ["perf: " + ", ".join(f"{len(found)} {verdict}" for verdict, found in sorted(counts.items()))]
     lines = []
     for verdict, label in _UPDATE_VERDICTS:
-        names = counts.get(verdict, [])
-        if names:
-            listed = "" if verdict in ("updated", "kept") else ": " + ", ".join(names)
-            lines.append(f"baselines {label}: {len(names)}{listed}")
+        found = counts.get(verdict, [])
+        if found:
+            lines.append(f"baselines {label}: {len(found)}")
+            lines.extend(change_line(m) for m in found)
     return lines
 
 
@@ -215,7 +234,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     update = run_state(config).settings.update_baselines
     for line in [*summary_lines(metrics, update), telemetry_line(metrics)]:
-        terminalreporter.write_line(f"rocm-validate {line}", yellow="refused" in line or "not recorded" in line)
+        if line.startswith("  "):
+            terminalreporter.write_line(line)
+        else:
+            terminalreporter.write_line(f"rocm-validate {line}", yellow="refused" in line or "not recorded" in line)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

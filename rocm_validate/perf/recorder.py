@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import pytest
 
-from rocm_validate.core import requirements as markers
+from rocm_validate.core import requirements
 from rocm_validate.core.options import Settings
+from rocm_validate.core.requirements import not_validated
 from rocm_validate.errors import BaselineError
 from rocm_validate.perf import gate
 from rocm_validate.perf.baselines import (
@@ -40,7 +41,7 @@ from rocm_validate.perf.timing import (
 )
 from rocm_validate.platform import peaks
 from rocm_validate.platform.devices import DeviceInfo
-from rocm_validate.results.metrics import Metric
+from rocm_validate.results.metrics import Metric, format_number
 
 if TYPE_CHECKING:
     from rocm_validate.core.fixtures import MetricRecorder
@@ -88,21 +89,19 @@ class ItemPerfState:
 ITEM_STATE_KEY = pytest.StashKey[ItemPerfState]()
 
 
-def missing_message(names: Sequence[str], device_key: str) -> str:
+def missing_message(names: Sequence[str], device_key: str, update_command: str = gate.UPDATE_COMMAND) -> str:
     """'no baseline for <metric> on <device key>; run pytest --rocm-suite=perf --update-baselines'."""
-    return f"no baseline for {', '.join(names)} on {device_key}; run {gate.UPDATE_COMMAND}"
+    return f"no baseline for {', '.join(names)} on {device_key}; run {update_command}"
 
 
-def raise_outcome(state: ItemPerfState, device_key: str, strict: bool) -> None:
-    """Fail on any regression; else skip (fail under --rocm-strict) when a baseline is missing."""
+def raise_outcome(state: ItemPerfState, device_key: str, update_command: str = gate.UPDATE_COMMAND) -> None:
+    """Fail on any regression (or a regression refused by --update-baselines); else skip as not
+    validated (a failure under --rocm-strict) when a baseline is missing."""
     __tracebackhide__ = True
     if state.failures:
         pytest.fail("\n".join(state.failures), pytrace=False)
     if state.missing:
-        message = missing_message(state.missing, device_key)
-        if strict:
-            pytest.fail(f"{message} (--rocm-strict: a missing baseline fails)", pytrace=False)
-        pytest.skip(message)
+        not_validated(missing_message(state.missing, device_key, update_command))
 
 
 class PerfContext:
@@ -112,7 +111,7 @@ class PerfContext:
         self.settings = settings
         self.perf = perf
         self.device = device
-        self.store = BaselineStore(settings.baselines_dir, device.device_key)
+        self.store = BaselineStore(settings.baselines_dir, device.device_key, update_command=settings.update_command)
         self.scale = "full" if device.is_gpu else "tiny"
         self.recorded: dict[str, str] = {}  # metric name -> nodeid, to catch two tests sharing a name
         self._telemetry: Telemetry | None = None
@@ -125,7 +124,7 @@ class PerfContext:
     def require_memory(self, gib: float) -> None:
         """Skip, saying need vs found, when full-size work needs more device memory than there is."""
         __tracebackhide__ = True
-        reason = markers.requires_memory(self.device, gib) if self.scale == "full" else None
+        reason = requirements.requires_memory(self.device, gib) if self.scale == "full" else None
         if reason:
             pytest.skip(reason)
 
@@ -332,7 +331,7 @@ class PerfRecorder:
             self.state.failures.append(message)
             return metric.with_verdict("invalid", message, extra=extra)
         reference = self.context.reference(metric.name)
-        judgement = gate.judge(metric, reference, threshold, self.device.device_key)
+        judgement = gate.judge(metric, reference, threshold, self.device.device_key, self.context.settings.update_command)
         extra["gate"].update(judgement.details())
         changes: dict[str, Any] = {
             "baseline": reference.value if reference else None,
@@ -341,6 +340,15 @@ class PerfRecorder:
             "extra": extra,
         }
         if self.context.settings.update_baselines:
+            if judgement.verdict == "regressed" and not self.context.settings.accept_regressions:
+                message = (
+                    f"refused: {format_number(reference.value)} -> {format_number(metric.value)} {metric.unit} "
+                    f"({judgement.ratio - 1:+.1%}) is worse than the baseline beyond its band "
+                    f"({judgement.allowed:.1%}); not written. If the stack really got slower, record it with "
+                    f"{self.context.settings.command('--rocm-suite=perf', '--update-baselines', '--rocm-accept-regressions')}"
+                )
+                self.state.failures.append(f"{metric.name}: {message}")
+                return metric.with_verdict("refused", message, **changes)
             return metric.with_verdict("recorded", "", **changes)
         message = "; ".join(m for m in (judgement.message, gate.noisy_run_note(metric, threshold)) if m)
         if judgement.fails:

@@ -16,7 +16,7 @@ import platform
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -541,22 +541,72 @@ def discover_devices(env: Mapping[str, str] | None = None) -> list[DeviceInfo]:
     if torch is None:
         return [discover_cpu(None, env, errors.messages)]
     gpus = errors.run("torch.cuda", lambda: discover_gpus(torch, env), [])
-    return [*gpus, discover_cpu(torch, env, errors.messages)]
+    runtime = torch_gpu_runtime(torch)
+    if runtime and not gpus and not any(m.startswith("torch.cuda") for m in errors.messages):
+        available = errors.run("torch.cuda.is_available", torch.cuda.is_available, False)
+        count = errors.run("torch.cuda.device_count", torch.cuda.device_count, 0)
+        errors.messages.append(
+            f"torch.cuda: this {runtime} build of torch sees no usable GPU "
+            f"(torch.cuda.is_available() is {available}, device_count() is {count})"
+        )
+    return [*gpus, replace(discover_cpu(torch, env, errors.messages), runtime_version=runtime)]
 
 
-def select_device(devices: list[DeviceInfo], wanted: int | str | None) -> DeviceInfo:
+def torch_gpu_runtime(torch: Any) -> str | None:
+    """'CUDA 13.0' or 'HIP 6.4.43482' for a GPU build of torch; None for a CPU-only build."""
+    hip, cuda = getattr(torch.version, "hip", None), getattr(torch.version, "cuda", None)
+    return f"HIP {hip}" if hip else (f"CUDA {cuda}" if cuda else None)
+
+
+# Variables that choose GPUs: when one is set, the user meant a GPU run.
+GPU_SELECTING_VARIABLES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
+
+
+def gpu_expected(wanted: int | str | None, source: str, env: Mapping[str, str], cpu: DeviceInfo) -> str | None:
+    """Why this run must validate a GPU (the option or variable the user set, or a GPU build of
+    torch), or None when validating the CPU is what was asked for."""
+    if wanted == "cpu":
+        return None
+    if isinstance(wanted, int):
+        return f"{source}={wanted} names a GPU"
+    chosen = [f"{name}={env[name]}" for name in GPU_SELECTING_VARIABLES if env.get(name)]
+    if chosen:
+        return f"{chosen[0]} is set"
+    if cpu.runtime_version:
+        return f"this torch is a GPU build ({cpu.runtime_version})"
+    return None
+
+
+def select_device(
+    devices: list[DeviceInfo], wanted: int | str | None, source: str = "--rocm-device", env: Mapping[str, str] | None = None
+) -> DeviceInfo:
     """The device a run validates: an index, 'cpu', or (None) the first GPU else the CPU.
 
-    Raises DeviceError naming what exists when the index is not there.
+    Never falls back to the CPU silently: when a GPU was asked for (an index, a visibility
+    variable in `env`, or a GPU build of torch) and none is usable, raises DeviceError saying
+    what torch reported and that --rocm-device=cpu validates the CPU on purpose. `source` is
+    the option or variable that set `wanted`, named in the message.
     """
     gpus = [d for d in devices if d.is_gpu]
     cpu = next(d for d in devices if not d.is_gpu)
     if wanted == "cpu":
         return cpu
+    if not gpus:
+        expected = gpu_expected(wanted, source, env or {}, cpu)
+        if expected:
+            build = f"torch {cpu.torch_version or 'unknown'}"
+            reported = "; ".join(e for e in cpu.errors if e.startswith("torch")) or (
+                f"{build} found none" if cpu.runtime_version else f"{build} is a CPU-only build"
+            )
+            raise DeviceError(
+                f"{expected}, but no usable GPU was found ({reported}). Fix the driver, the container's device "
+                f"access or the visibility variables, or validate the CPU on purpose with --rocm-device=cpu"
+            )
+        return cpu
     if wanted is None:
-        return gpus[0] if gpus else cpu
+        return gpus[0]
     match = next((d for d in gpus if d.index == wanted), None)
     if match is None:
-        found = ", ".join(f"{d.index} ({d.name})" for d in gpus) or "no GPU"
-        raise DeviceError(f"--rocm-device={wanted}: no such GPU; found {found}. Use one of those indices or 'cpu'.")
+        found = ", ".join(f"{d.index} ({d.name})" for d in gpus)
+        raise DeviceError(f"{source}={wanted}: no such GPU; found {found}. Use one of those indices or 'cpu'.")
     return match

@@ -34,7 +34,8 @@ def test_reference_records_convergence_points(mini_bert, pytestconfig, record_ro
         better="lower",
         samples=len(samples),
         verdict="updated",
-        message=f"wrote {recorded.path}: {len(samples)} runs, {samples[0]:,} to {samples[-1]:,} samples, {recorded.seconds:.0f} s of training",
+        message=f"wrote {recorded.path}: {len(samples)} runs, {samples[0]:,} to {samples[-1]:,} samples, "
+        f"{recorded.seconds:.0f} s of training; mean {_change(recorded.previous_mean, sum(samples) / len(samples))}",
         extra={"samples_per_seed": list(recorded.samples), "rcp_file": str(recorded.path)},
     )
 
@@ -60,3 +61,10 @@ def test_candidate_converges_like_the_reference(candidate, mini_bert, pytestconf
             extra=verdict.extra(),
         )
     assert verdict.passed, verdict.message
+
+
+def _change(old: float | None, new: float) -> str:
+    """'11,947 -> 12,100 samples (+1.3%)', or 'new: 12,100 samples'."""
+    if not old:
+        return f"new: {new:,.0f} samples"
+    return f"{old:,.0f} -> {new:,.0f} samples ({new / old - 1:+.1%})"

@@ -20,7 +20,7 @@ def test_mlperf_run_converged(mlperf_result_file, mlperf_results, record_rocm_me
 
 def test_mlperf_run_passes_the_compliance_checker(mlperf_result_file, mlperf_results):
     run = _run(mlperf_results, mlperf_result_file)
-    assert not run.problems, f"{run.file}: " + "; ".join(run.problems)
+    assert not run.problems, run.message()
     assert not run.compliance, f"{run.file}: MLPerf's compliance checker: " + "; ".join(run.compliance)
 
 
@@ -36,4 +36,5 @@ def test_mlperf_run_set_passes_the_rcp_check(mlperf_results, record_rocm_metric)
             extra={"normalization_factor": score.rcp.normalization_factor, "score_minutes": score.score_minutes},
         )
     details = "; ".join([score.rcp.message, *score.messages])
-    assert score.rcp.passed, f"{score.benchmark} run set {score.folder} fails MLPerf's RCP check: {details}"
+    name = f"the {score.benchmark} run set" if score.benchmark else "the run set (no submission_benchmark line)"
+    assert score.rcp.passed, f"{name} in {score.folder} fails MLPerf's RCP check: {details}"

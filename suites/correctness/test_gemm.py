@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.core.requirements import blas_skip_reason, refusal_skip_reason
+from rocm_validate.core.requirements import (
+    blas_skip_reason,
+    not_validated,
+    refusal_skip_reason,
+)
 from rocm_validate.correctness.blas import preferred_blas
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.gemm import (
@@ -28,7 +32,7 @@ def blas_library(request, rocm_device):
         with preferred_blas(request.param, rocm_device.backend) as library:
             yield library
     except BlasUnavailable as refusal:
-        pytest.skip(refusal_skip_reason(f"PyTorch to select the {request.param} BLAS library", refusal))
+        not_validated(refusal_skip_reason(f"PyTorch to select the {request.param} BLAS library", refusal))
 
 
 @pytest.mark.parametrize("shape", list(GEMM_SHAPES))

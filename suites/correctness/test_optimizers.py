@@ -3,11 +3,9 @@ both moments), and apex's FusedLAMB against the reference LAMB when apex is inst
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
-from rocm_validate.core.requirements import library_skip_reason
+from rocm_validate.core.requirements import import_optional
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.optimizers import ADAMW_VARIANTS, check_adamw, check_lamb
 
@@ -20,10 +18,7 @@ def test_adamw_matches_the_float64_reference(rocm_device, torch_device, variant,
 
 @pytest.mark.requires_gpu
 def test_apex_fused_lamb_matches_the_reference_lamb(rocm_device, torch_device):
-    try:
-        optimizers = importlib.import_module("apex.optimizers")
-    except Exception as exc:  # apex's CUDA extensions fail to import in many ways
-        pytest.skip(library_skip_reason("apex (with its CUDA extensions)", "validate FusedLAMB", exc))
+    optimizers = import_optional("apex.optimizers", "validate FusedLAMB", "NVIDIA/apex or ROCm/apex built with its CUDA / HIP extensions")
 
     def make(params, config):
         return optimizers.FusedLAMB(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,

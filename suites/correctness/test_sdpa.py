@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.core.requirements import attention_skip_reason, refusal_skip_reason
+from rocm_validate.core.requirements import (
+    attention_skip_reason,
+    not_validated,
+    refusal_skip_reason,
+)
 from rocm_validate.correctness.attention import (
     CANDIDATE_BACKENDS,
     NAMED_CASES,
     check_attention,
     named_case,
+    supports,
 )
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.errors import BackendRefused
@@ -28,5 +33,6 @@ def test_sdpa_backend_matches_the_float64_golden(rocm_device, torch_device, back
     try:
         results = check_attention(case, backend, torch_device, rocm_device.backend, rocm_device.arch)
     except BackendRefused as refusal:
-        pytest.skip(refusal_skip_reason(f"{backend} SDPA to accept {case.describe()}", refusal))
+        reason = refusal_skip_reason(f"{backend} SDPA to accept {case.describe()}", refusal)
+        not_validated(reason) if supports(backend, case) else pytest.skip(reason)
     assert_passed(results)
