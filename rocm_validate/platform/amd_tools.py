@@ -133,13 +133,15 @@ def market_name(value: Any) -> str | None:
     return f"AMD {bracketed.group(1)}" if bracketed else text
 
 
+def _known_device(device_id: Any) -> tuple[str | None, str | None]:
+    """(ISA, product) of a PCI device id the tool printed ('0x74a1', or an int from amdsmi)."""
+    return pci_device(device_id if isinstance(device_id, int) else _text(device_id)) or (None, None)
+
+
 def _arch_of(gfx: Any, device_id: Any) -> str | None:
     """The ISA from a gfx name when the tool printed one, else from the PCI device id."""
     name = _text(gfx)
-    if name:
-        return normalize_gfx(name)
-    known = pci_device(device_id if isinstance(device_id, int) else _text(device_id))
-    return known[0] if known else None
+    return normalize_gfx(name) if name else _known_device(device_id)[0]
 
 
 def _cache_entries(value: Any) -> list[Mapping[str, Any]]:
@@ -246,7 +248,7 @@ def _static_facts(entry: Mapping[str, Any], source: str, position: int) -> AmdGp
         source=source,
         index=index,
         bdf=normalize_bdf(bus.get("bdf")),
-        market_name=market_name(asic.get("market_name")),
+        market_name=market_name(asic.get("market_name")) or _known_device(asic.get("device_id"))[1],
         arch=_arch_of(asic.get("target_graphics_version"), asic.get("device_id")),
         compute_units=_int(asic.get("num_compute_units")),
         memory_bytes=quantity_bytes(vram.get("size", vram.get("vram_size_mb")), "MB"),
@@ -361,7 +363,7 @@ def _rocm_smi_card(index: int, card: Mapping[str, Any], driver: str | None, sour
         source=source,
         index=index,
         bdf=normalize_bdf(fields.get("pci bus")),
-        market_name=market_name(fields.get("device name") or fields.get("card series")),
+        market_name=market_name(fields.get("device name") or fields.get("card series")) or _known_device(device_id)[1],
         arch=_arch_of(fields.get("gfx version"), device_id),
         memory_bytes=_int(fields.get("vram total memory (b)")),
         driver_version=driver or _text(fields.get("driver version")),

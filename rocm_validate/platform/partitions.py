@@ -49,8 +49,11 @@ def _read_mode(path: Path) -> str | None:
 
 
 def mode_for_count(row: DevicePeaks, count: int) -> str | None:
-    """The compute mode in which `row`'s package shows `count` devices: 8 -> CPX on an MI300X."""
-    if count == row.xcds and count > 1:
+    """The compute mode in which `row`'s package shows `count` devices: 8 -> CPX on an MI300X;
+    None for a product without partition modes (one compute die, an MI250 GCD)."""
+    if row.xcds <= 1:
+        return None
+    if count == row.xcds:
         return "CPX"
     return next((mode.upper() for mode, n in PARTITION_COUNTS.items() if n == count and n <= row.xcds), None)
 
