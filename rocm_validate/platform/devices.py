@@ -379,10 +379,12 @@ def _attention_library(torch: Any) -> str | None:
     return None if value == "default" else value
 
 
-def _run_tool(command: list[str]) -> str:
+def run_tool(command: list[str], timeout_s: float = _SUBPROCESS_TIMEOUT_S) -> str:
+    """A vendor tool's standard output. Raises FileNotFoundError when the tool is not on PATH,
+    subprocess.TimeoutExpired past `timeout_s`, RuntimeError (with its stderr) when it fails."""
     if shutil.which(command[0]) is None:
         raise FileNotFoundError(f"{command[0]} not on PATH")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=_SUBPROCESS_TIMEOUT_S, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[:200]}")
     return done.stdout
@@ -422,9 +424,9 @@ def _amd_smi_static() -> list[AmdGpuFacts]:
     """`amd-smi static` for the sections discovery reads; a release that refuses one of the
     section flags gets the plain command."""
     try:
-        text = _run_tool(list(amd_tools.AMD_SMI_STATIC_JSON))
+        text = run_tool(list(amd_tools.AMD_SMI_STATIC_JSON))
     except RuntimeError:
-        text = _run_tool(list(amd_tools.AMD_SMI_STATIC_JSON_PLAIN))
+        text = run_tool(list(amd_tools.AMD_SMI_STATIC_JSON_PLAIN))
     return amd_tools.parse_amd_smi_static_json(text)
 
 
@@ -434,7 +436,7 @@ def _amd_facts(env: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]
     if not facts:
         facts = errors.run("amd-smi", _amd_smi_static, [])
     if not facts or not any(f.arch_features for f in facts):
-        extra = errors.run("rocminfo", lambda: amd_tools.parse_rocminfo(_run_tool(["rocminfo"])), [])
+        extra = errors.run("rocminfo", lambda: amd_tools.parse_rocminfo(run_tool(["rocminfo"])), [])
         if not facts:
             return extra
         by_bdf = {f.bdf: f for f in extra if f.bdf}

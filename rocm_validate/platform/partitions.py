@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocm_validate.platform.amd_tools import pci_device_address
 from rocm_validate.platform.peaks import PARTITION_COUNTS, DevicePeaks, find_peaks
 
 SYSFS_PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -28,16 +29,17 @@ class PartitionMode:
 
 
 def read_sysfs_partition(bdf: str | None, root: Path = SYSFS_PCI_DEVICES) -> PartitionMode | None:
-    """The modes the amdgpu driver exposes for the PCI device `bdf` ('0000:0c:00.0'); None when
-    the files are absent (not an MI300-class part, an older kernel, or no such device)."""
+    """The modes the amdgpu driver exposes for the PCI device `bdf` ('0000:0c:00.3'), read from the
+    function itself or, for a partition, the package's function 0; None when the files are absent
+    (not an MI300-class part, an older kernel, or no such device)."""
     if not bdf:
         return None
-    folder = root / bdf
-    compute = _read_mode(folder / "current_compute_partition")
-    memory = _read_mode(folder / "current_memory_partition")
-    if compute is None and memory is None:
-        return None
-    return PartitionMode(compute, memory, "sysfs")
+    for candidate in dict.fromkeys((bdf, pci_device_address(bdf) + ".0")):
+        compute = _read_mode(root / candidate / "current_compute_partition")
+        memory = _read_mode(root / candidate / "current_memory_partition")
+        if compute or memory:
+            return PartitionMode(compute, memory, "sysfs")
+    return None
 
 
 def _read_mode(path: Path) -> str | None:
