@@ -285,3 +285,4 @@ def test_amdsmi_from_rocms_own_copy_is_used_and_named_in_the_sources(monkeypatch
     assert f"amdsmi ({tmp_path / 'rocm' / 'share' / 'amd_smi'})" in gpu.sources
     assert (gpu.compute_partition, gpu.memory_partition, gpu.driver_version) == ("CPX", "NPS4", "6.12.12")
     assert gpu.partition_source.startswith("amdsmi (")
+    assert "amdsmi: GPU 0: cache: RuntimeError: AMDSMI_STATUS_NOT_SUPPORTED" in gpu.errors  # refused, recorded, the rest kept

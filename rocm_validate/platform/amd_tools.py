@@ -382,7 +382,7 @@ def parse_rocm_smi_json(text: str) -> list[AmdGpuFacts]:
         raise ToolOutputError("rocm-smi --json: expected an object keyed by card0, card1, ...")
     system = data.get("system")
     driver = _text(system.get("Driver version")) if isinstance(system, Mapping) else None
-    facts = []
+    facts: list[AmdGpuFacts] = []
     for key, card in data.items():
         match = re.fullmatch(r"card(\d+)", str(key))
         if match and isinstance(card, Mapping):
@@ -467,7 +467,7 @@ def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
     coarse-grained global pool."""
     if "HSA Agents" not in text:
         raise ToolOutputError("rocminfo output has no 'HSA Agents' section")
-    facts = []
+    facts: list[AmdGpuFacts] = []
     for block in _AGENT_SPLIT.split(text)[1:]:
         if (_rocminfo_field(block, "Device Type") or "").upper() != "GPU":
             continue

@@ -18,7 +18,7 @@ import platform
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -399,8 +399,8 @@ def _amdsmi_facts(env: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFac
     try:
         found = []
         for index, handle in enumerate(amdsmi.amdsmi_get_processor_handles()):
-            optional: dict[str, Any] = {}
-            for key, call in (
+            unreadable = ProbeErrors()  # a field the device refuses is recorded; the others are kept
+            queries = (
                 ("bdf", lambda h=handle: amdsmi.amdsmi_get_gpu_device_bdf(h)),
                 ("driver", lambda h=handle: amdsmi.amdsmi_get_gpu_driver_info(h)),
                 ("vram", lambda h=handle: amdsmi.amdsmi_get_gpu_vram_info(h)),
@@ -408,13 +408,11 @@ def _amdsmi_facts(env: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFac
                 ("clock", lambda h=handle: amdsmi.amdsmi_get_clock_info(h, amdsmi.AmdSmiClkType.GFX)),
                 ("compute_partition", lambda h=handle: amdsmi.amdsmi_get_gpu_compute_partition(h)),
                 ("memory_partition", lambda h=handle: amdsmi.amdsmi_get_gpu_memory_partition(h)),
-            ):
-                try:
-                    optional[key] = call()
-                except Exception:  # noqa: BLE001 - a missing field is not a failed probe
-                    optional[key] = None
+            )
+            optional = {key: unreadable.run(f"amdsmi: GPU {index}: {key}", call) for key, call in queries}
             asic = amdsmi.amdsmi_get_gpu_asic_info(handle)
-            found.append(amd_tools.facts_from_amdsmi(index, asic, source=f"amdsmi ({loaded.origin})", **optional))
+            facts = amd_tools.facts_from_amdsmi(index, asic, source=f"amdsmi ({loaded.origin})", **optional)
+            found.append(replace(facts, errors=tuple(unreadable.messages)))
         return found
     finally:
         amdsmi.amdsmi_shut_down()

@@ -21,6 +21,7 @@ import subprocess
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -105,11 +106,7 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
 
 
 def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]:
-    listings = [
-        errors.run(name, lambda name=name, parse=parse: parse(outputs[name]), [])
-        for name, parse in _AMD_PARSERS
-        if name in outputs
-    ]
+    listings = [errors.run(name, partial(parse, outputs[name]), []) for name, parse in _AMD_PARSERS if name in outputs]
     listings = [listing for listing in listings if listing]
     if not listings:
         return []

@@ -77,7 +77,7 @@ def infer_from_shared_address(name: str, arch: str, count: int, address: str) ->
     of partitions: amd-smi list, rocm-smi --showhw); None for an unlisted product."""
     row = find_peaks(name, arch)
     mode = None if row is None else mode_for_count(row, count)
-    if mode is None:
+    if row is None or mode is None:
         return None
     noun = "device" if count == 1 else "devices"
     return PartitionMode(mode, None, f"inferred from {count} {noun} at PCI address {address} ({row.product})")
