@@ -73,15 +73,38 @@ def test_scaled_mm_on_cuda_needs_sm89_or_newer():
     [
         (["gfx942"] * 8, "6.2.0", "hipblaslt"),
         (["gfx90a", "gfx90a"], "6.0.0", "hipblaslt"),
-        (["gfx950"], "6.4.0", "rocblas"),
+        (["gfx950"], "6.5.0", "rocblas"),  # hipBLASLt is preferred on gfx950 from ROCm 7.0
         (["gfx950"], "7.0.0", "hipblaslt"),
-        (["gfx1201"], "6.2.0", "rocblas"),
-        (["gfx1201"], "6.3.0", "hipblaslt"),
+        (["gfx1201"], "6.3.0", "rocblas"),  # and on gfx1200 / gfx1201 from ROCm 6.4
+        (["gfx1200"], "6.4.0", "hipblaslt"),
         (["gfx942", "gfx1100"], "7.0.0", "rocblas"),  # one unsupported GPU turns it off for all
     ],
 )
 def test_default_rocm_blas_is_hipblaslt_only_when_every_visible_gpu_supports_it(archs, rocm, library):
     assert capabilities.default_rocm_blas(archs, rocm) == library
+
+
+@pytest.mark.parametrize(("value", "library"), [("0", "rocblas"), ("OFF", "rocblas"), ("1", "hipblaslt"), ("", "hipblaslt")])
+def test_torch_blas_prefer_hipblaslt_0_forces_rocblas(value, library):
+    assert capabilities.default_rocm_blas(["gfx942"], "6.4.0", prefer_hipblaslt=value) == library
+
+
+def test_rocm_flash_attention_is_aotriton_unless_ck_is_asked_for_on_an_arch_ck_serves():
+    assert capabilities.default_rocm_attention_library("gfx942") == "aotriton"
+    assert capabilities.default_rocm_attention_library("gfx942", prefer_ck="1") == "ck"
+    assert capabilities.default_rocm_attention_library("gfx1100", prefer_ck="1") == "aotriton"
+
+
+def test_rowwise_scaled_mm_on_rocm_needs_torch_2_7_when_the_version_is_known():
+    assert capabilities.scaled_mm_supported("rocm", "gfx942", "6.4.1", "rowwise", torch_version="2.7.1+rocm6.4")
+    assert not capabilities.scaled_mm_supported("rocm", "gfx942", "6.4.1", "rowwise", torch_version="2.6.0+rocm6.4")
+    assert capabilities.scaled_mm_supported("rocm", "gfx942", "6.4.1", "tensorwise", torch_version="2.6.0+rocm6.4")
+
+
+def test_a_pci_device_id_names_the_isa_where_no_gfx_name_is_printed():
+    assert arch.pci_device("0x74a1") == ("gfx942", "AMD Instinct MI300X")
+    assert arch.pci_device(0x740C) == ("gfx90a", None)
+    assert arch.pci_device("0x1234") is None and arch.pci_device("N/A") is None
 
 
 def test_rocm_attention_has_flash_on_mi300_but_never_cudnn():

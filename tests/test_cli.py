@@ -1,8 +1,12 @@
 """The rocm-validate command."""
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import pytest
 
@@ -35,3 +39,99 @@ def test_an_unknown_command_exits_2_with_usage(capsys):
         cli.main(["frobnicate"])
     assert exited.value.code == 2
     assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+# --- devices --from DIR and bundle DIR ---------------------------------------------------------
+
+AMD = Path(__file__).parent / "fixtures" / "amd"
+
+
+def _bundle(folder: Path, **files: str) -> Path:
+    folder.mkdir()
+    for name, fixture in files.items():
+        shutil.copy(AMD / fixture, folder / name)
+    return folder
+
+
+def test_devices_from_a_saved_folder_describes_the_node_in_text(tmp_path, capsys):
+    folder = _bundle(tmp_path / "node", **{"amd-smi-static.json": "amd-smi-static-mi300x-cpx-nps4-64dev.json"})
+    assert cli.main(["devices", "--from", str(folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"64 GPUs described from amd-smi-static.json in {folder} (no torch ran)"
+    assert out[1] == "AMD Instinct MI300X (cuda:0, gfx942, key amd-instinct-mi300x-gfx942-cpx-nps4, CPX/NPS4)"
+    assert "    partition CPX/NPS4 from amd-smi static --json" in out
+
+
+def test_devices_from_a_saved_folder_prints_json_in_the_devices_schema(tmp_path, capsys):
+    folder = _bundle(tmp_path / "node", **{"rocminfo.txt": "rocminfo-mi300x-2gpu.txt", "rocm-smi.txt": "rocm-smi-a-mi300x-sriov.txt"})
+    assert cli.main(["devices", "--from", str(folder), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert jsonfile.schema_errors(data, DEVICES_SCHEMA) == []
+    assert (data["files"], data["errors"], len(data["devices"])) == (["rocminfo.txt", "rocm-smi.txt"], [], 2)
+    assert {d["arch"] for d in data["devices"]} == {"gfx942"}
+
+
+def test_broken_tool_outputs_exit_0_with_the_problems_under_errors(tmp_path, capsys):
+    folder = _bundle(tmp_path / "node", **{"amd-smi-static.json": "amd-smi-static-broken-rocm6.4.json"})
+    (folder / "nvidia-smi.xml").write_text("<nvidia_smi_log><gpu id=")
+    assert cli.main(["devices", "--from", str(folder), "--json"]) == 0
+    errors = json.loads(capsys.readouterr().out)["errors"]
+    assert errors[0].startswith("nvidia-smi.xml: ToolOutputError: nvidia-smi -q -x printed invalid XML")
+    assert "amd-smi static --json: GPU 0: section 'asic' is 'N/A', not a table: unavailable" in errors
+
+
+def test_offline_discovery_needs_no_torch(tmp_path):
+    folder = _bundle(tmp_path / "node", **{"amd-smi-static.json": "amd-smi-static-mi355x-rocm7.json"})
+    code = (
+        "import sys\nfrom rocm_validate.cli.main import main\n"
+        f"status = main(['devices', '--from', {str(folder)!r}, '--json'])\n"
+        "assert status == 0 and 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["devices"][0]["arch"] == "gfx950"
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_a_missing_folder_or_one_without_tool_outputs_is_a_one_line_error(tmp_path, capsys, made):
+    folder = tmp_path / "node"
+    if made:
+        folder.mkdir()
+        (folder / "notes.txt").write_text("MI300X node 12\n")
+    assert cli.main(["devices", "--from", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"rocm-validate devices: error: --from {folder}: ")
+    assert err.rstrip().endswith(f"rocm-validate bundle {folder}")
+
+
+@pytest.fixture
+def node_tools(tmp_path, monkeypatch):
+    """A PATH holding only stand-ins for amd-smi and rocminfo that print this project's fixtures."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    for name, fixture in (("amd-smi", "amd-smi-static-mi300x-rocm6.4.json"), ("rocminfo", "rocminfo-mi300x-2gpu.txt")):
+        script = bin_dir / name
+        script.write_text(f"#!/bin/sh\nexec /bin/cat '{AMD / fixture}'\n")
+        script.chmod(0o755)
+    return bin_dir
+
+
+def test_bundle_saves_the_outputs_that_devices_from_then_reads(tmp_path, capsys, node_tools):
+    folder = tmp_path / "ticket-1234"
+    assert cli.main(["bundle", str(folder), "--timeout", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "missing  nvidia-smi.xml" in out and out.rstrip().endswith(f"rocm-validate devices --from {folder}")
+    assert (folder / "amd-smi-static.json").read_text() == (AMD / "amd-smi-static-mi300x-rocm6.4.json").read_text()
+    assert json.loads((folder / "bundle.json").read_text())["outputs"][0]["status"] == "saved"
+    assert cli.main(["devices", "--from", str(folder), "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)["devices"]
+    assert [(d["arch"], d["compute_units"], d["compute_partition"]) for d in devices] == [("gfx942", 304, "SPX")] * 2
+
+
+def test_bundle_on_a_node_without_any_gpu_tool_is_a_one_line_error_with_the_manifest_kept(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert cli.main(["bundle", str(tmp_path / "node")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rocm-validate bundle: error: no GPU tool printed anything (amd-smi, nvidia-smi, rocm-smi, rocminfo)")
+    assert {o["status"] for o in json.loads((tmp_path / "node" / "bundle.json").read_text())["outputs"]} == {"missing"}

@@ -4,6 +4,8 @@ graceful absence."""
 from __future__ import annotations
 
 import sys
+import types
+from types import SimpleNamespace
 
 from rocm_validate.platform import telemetry
 from rocm_validate.platform.devices import DeviceInfo
@@ -43,10 +45,61 @@ def test_a_missing_library_leaves_telemetry_off_with_the_install_command(monkeyp
     assert "pip install rocm-validate[amd]" in telemetry.open_telemetry(mi300, env={}).reason
 
 
-def test_a_reading_that_fails_turns_the_source_off_with_the_reason() -> None:
-    def broken() -> telemetry.TelemetrySample:
+class AmdSmiLibraryException(Exception):
+    """What amdsmi raises for a query the device refuses."""
+
+
+def test_a_field_the_library_refuses_is_recorded_and_the_others_kept() -> None:
+    calls = {"power": 0}
+
+    def power() -> float:
+        calls["power"] += 1
+        raise AmdSmiLibraryException("Error code: 2 | AMDSMI_STATUS_NOT_SUPPORTED")
+
+    fields = {"gfx_clock": lambda: {"clk": 2100}, "temperature": lambda: 52, "power": power}
+    reader = telemetry._Reader("amdsmi", fields, telemetry.amdsmi_readings, lambda: None)
+    first, second = reader.sample(), reader.sample()
+    assert (first.clock_mhz, first.temperature_c, first.power_w) == (2100, 52, None)
+    assert first.unavailable == ("power: AmdSmiLibraryException: Error code: 2 | AMDSMI_STATUS_NOT_SUPPORTED",)
+    assert second == first and calls["power"] == 1  # a refused field is not asked again
+    assert reader.reason == ""
+
+
+def test_when_no_field_can_be_read_the_source_turns_off_with_the_reasons() -> None:
+    def lost() -> int:
         raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
 
-    reader = telemetry._Reader("nvidia-ml-py", broken, lambda: None)
+    reader = telemetry._Reader("nvidia-ml-py", {"sm_clock": lost, "power_mw": lost}, telemetry.nvml_sample, lambda: None)
     assert reader.sample() is None and reader.sample() is None
-    assert "NVML_ERROR_GPU_IS_LOST" in reader.reason
+    assert reader.reason == "nvidia-ml-py reading failed: sm_clock: RuntimeError: NVML_ERROR_GPU_IS_LOST; power_mw: RuntimeError: NVML_ERROR_GPU_IS_LOST"
+
+
+def _sr_iov_amdsmi() -> types.ModuleType:
+    """An amdsmi whose device, like an SR-IOV guest's, reads clocks and temperature but not power."""
+    amdsmi = types.ModuleType("amdsmi")
+    amdsmi.AmdSmiClkType = SimpleNamespace(GFX="GFX", MEM="MEM")
+    amdsmi.AmdSmiTemperatureType = SimpleNamespace(HOTSPOT="HOTSPOT")
+    amdsmi.AmdSmiTemperatureMetric = SimpleNamespace(CURRENT="CURRENT")
+    amdsmi.amdsmi_init = lambda: None
+    amdsmi.amdsmi_shut_down = lambda: None
+    amdsmi.amdsmi_get_processor_handles = lambda: ["handle0"]
+    amdsmi.amdsmi_get_gpu_device_bdf = lambda handle: "0000:26:00.0"
+    amdsmi.amdsmi_get_clock_info = lambda handle, kind: {"clk": 2100 if kind == "GFX" else 1300, "max_clk": 2100}
+    amdsmi.amdsmi_get_temp_metric = lambda handle, kind, metric: 41
+
+    def power(handle: str) -> dict:
+        raise AmdSmiLibraryException("Error code: 2 | AMDSMI_STATUS_NOT_SUPPORTED")
+
+    amdsmi.amdsmi_get_power_info = power
+    return amdsmi
+
+
+def test_an_sr_iov_guest_keeps_clock_telemetry_when_its_power_reading_is_refused(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "amdsmi", _sr_iov_amdsmi())
+    mi300 = DeviceInfo(backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942", device_key="k", pci_bus_id="0000:26:00.0")
+    source = telemetry.open_telemetry(mi300, env={})
+    sample = source.sample()
+    assert source.source == "amdsmi" and (sample.clock_mhz, sample.memory_clock_mhz, sample.temperature_c) == (2100, 1300, 41)
+    assert sample.power_w is None and sample.to_dict()["unavailable"] == [
+        "power: AmdSmiLibraryException: Error code: 2 | AMDSMI_STATUS_NOT_SUPPORTED"
+    ]

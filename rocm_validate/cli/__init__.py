@@ -1,1 +1,2 @@
-"""The `rocm-validate` command: main (the parser, exit codes and `devices`), mlperf_score (`mlperf-score`)."""
+"""The `rocm-validate` command: main (the parser and exit codes), devices (`devices`, live or `--from` saved
+tool outputs), bundle (`bundle`: save a node's tool outputs), mlperf_score (`mlperf-score`)."""

@@ -14,7 +14,7 @@ from typing import Any, NoReturn, Sequence
 import pytest
 
 from rocm_validate.errors import MarkerUsageError
-from rocm_validate.platform import capabilities
+from rocm_validate.platform import capabilities, probes
 from rocm_validate.platform.devices import DeviceInfo
 
 MARKERS: dict[str, str] = {
@@ -124,19 +124,44 @@ def blas_skip_reason(choice: str, device: DeviceInfo) -> str | None:
     )
 
 
+_SCALING_NAMES = {"tensorwise": "tensor-wise", "rowwise": "row-wise"}
+
+
 def scaled_mm_skip_reason(device: DeviceInfo, scaling: str = "tensorwise", out_dtype: str = "bfloat16") -> str | None:
-    """Why torch._scaled_mm with this scaling and output cannot be checked here; None when it can."""
+    """Why torch._scaled_mm with this scaling and output cannot be checked here; None when it can.
+
+    The device's own answer decides where this process drives it (`probes.scaled_mm_probe`: one
+    16x16x16 call per device and scaling, any exception a refusal); elsewhere the version rule
+    of `capabilities.scaled_mm_supported` does.
+    """
     where = _describe(device)
     if not device.fp8_formats:
         return fp8_skip_reason(device)
-    if not device.scaled_mm:
-        return f"needs torch._scaled_mm (gfx942, gfx950 on ROCm 6.5+, gfx12 on ROCm 6.3+, sm_89+), found {where}"
-    if not capabilities.scaled_mm_supported(device.backend, device.arch, device.runtime_version, scaling):
-        return f"needs row-wise _scaled_mm (sm_90+, gfx942/gfx950 with ROCm 6.4+, CPU), found {where} " \
-               f"(runtime {device.runtime_version})"
+    probe = probes.scaled_mm_probe(device, scaling)
+    if probe is not None and not probe.supported:
+        return (
+            f"needs {_SCALING_NAMES.get(scaling, scaling)} torch._scaled_mm, found {where} refuses it "
+            f"({probe.refusal}; torch {device.torch_version}, runtime {device.runtime_version})"
+        )
+    if probe is None:
+        rule_reason = _scaled_mm_rule_reason(device, scaling, where)
+        if rule_reason:
+            return rule_reason
     allowed = capabilities.scaled_mm_out_dtypes(device.backend, scaling)
     if out_dtype not in allowed:
         return f"needs {out_dtype} output from {scaling} _scaled_mm, found only {', '.join(allowed)} on {device.backend}"
+    return None
+
+
+def _scaled_mm_rule_reason(device: DeviceInfo, scaling: str, where: str) -> str | None:
+    """The version rule's reason, for a device this process cannot probe."""
+    if not device.scaled_mm:
+        return f"needs torch._scaled_mm (gfx942, gfx950 on ROCm 6.5+, gfx12 on ROCm 6.3+, sm_89+), found {where}"
+    if not capabilities.scaled_mm_supported(device.backend, device.arch, device.runtime_version, scaling, device.torch_version):
+        return (
+            f"needs row-wise _scaled_mm (sm_90+, gfx942/gfx950 with ROCm 6.4+ and torch 2.7+, CPU), found {where} "
+            f"(runtime {device.runtime_version}, torch {device.torch_version})"
+        )
     return None
 
 

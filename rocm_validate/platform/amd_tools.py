@@ -1,8 +1,12 @@
 """Parsers for what AMD's tools say about GPUs: amd-smi, rocm-smi, rocminfo and the amdsmi package.
 
 Each parser is a pure function from a tool's output (text or the package's dicts) to
-`AmdGpuFacts`, so it is tested with recorded outputs of devices we cannot run on. The formats
-moved between ROCm releases; each parser names the shapes it accepts.
+`AmdGpuFacts`, so it is tested with outputs in each tool's format for devices we cannot run on.
+The same parsers serve live discovery (`devices.py`) and offline discovery from saved outputs
+(`offline.py`). The formats moved between ROCm releases; each parser names the shapes it
+accepts. A document that is not the tool's output at all raises `ToolOutputError`; a part of
+it that is not the expected shape (a section written as "N/A", a cache table as a dict) is
+unavailable, and said so in the GPU's `errors`: one unreadable section never loses the rest.
 """
 
 from __future__ import annotations
@@ -13,11 +17,18 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from rocm_validate.errors import ToolOutputError
-from rocm_validate.platform.arch import normalize_gfx, parse_gcn_arch
+from rocm_validate.platform.arch import normalize_gfx, parse_gcn_arch, pci_device
 
 _UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 _QUANTITY_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)")
 _NOT_AVAILABLE = {"", "N/A", "NA", "UNKNOWN", "NONE"}
+
+# `amd-smi static` sections discovery reads: asking for them alone keeps the call fast and its
+# output small. Releases without one of these flags (ROCm 6.0 has no --clock) refuse the whole
+# line, so callers fall back to the plain command.
+AMD_SMI_STATIC_SECTIONS = ("--asic", "--bus", "--vram", "--cache", "--partition", "--driver", "--clock")
+AMD_SMI_STATIC_JSON = ("amd-smi", "static", *AMD_SMI_STATIC_SECTIONS, "--json")
+AMD_SMI_STATIC_JSON_PLAIN = ("amd-smi", "static", "--json")
 
 
 @dataclass(frozen=True)
@@ -40,8 +51,9 @@ class AmdGpuFacts:
     compute_partition: str | None = None
     memory_partition: str | None = None
     partition_id: int | None = None
+    partition_source: str | None = None  # the tool (or "sysfs", or "inferred from ...") that gave the modes
     uuid: str | None = None
-
+    errors: tuple[str, ...] = ()  # parts of the output that were unreadable, each with where it was
 
 
 def _present(value: Any) -> bool:
@@ -53,7 +65,7 @@ def _text(value: Any) -> str | None:
 
 
 def _int(value: Any) -> int | None:
-    if not _present(value):
+    if not _present(value) or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         return int(value)
@@ -70,7 +82,7 @@ def quantity_bytes(value: Any, default_unit: str = "B") -> int | None:
         number, unit = value.get("value"), str(value.get("unit") or default_unit)
     else:
         number, unit = value, default_unit
-    if not _present(number):
+    if not _present(number) or isinstance(number, bool):
         return None
     if isinstance(number, str):
         match = _QUANTITY_RE.match(number)
@@ -82,7 +94,7 @@ def quantity_bytes(value: Any, default_unit: str = "B") -> int | None:
 
 
 def _mhz(value: Any) -> int | None:
-    """'1700 MHz', '2100', 2100 -> 2100."""
+    """'1700 MHz', '2100', 2100, {'value': 2100, 'unit': 'MHz'} -> 2100."""
     if isinstance(value, Mapping):
         value = value.get("value")
     if isinstance(value, str):
@@ -101,17 +113,61 @@ def normalize_bdf(bdf: str | None) -> str | None:
     return text if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", text) else None
 
 
+def pci_device_address(bdf: str) -> str:
+    """'0000:0c:00.3' -> '0000:0c:00': the PCI device, which the partitions of one package share."""
+    return bdf.rsplit(".", 1)[0]
+
+
 def bdf_from_bdfid(bdfid: int, domain: int = 0) -> str:
     """rocminfo's decimal BDFID (bus << 8 | device << 3 | function) -> '0000:26:00.0'."""
     return f"{domain:04x}:{(bdfid >> 8) & 0xFF:02x}:{(bdfid >> 3) & 0x1F:02x}.{bdfid & 0x7}"
 
 
+def market_name(value: Any) -> str | None:
+    """The product name, with the board-code form some tools print ('Aqua Vanjaram [Instinct
+    MI300A]') reduced to the name PyTorch reports ('AMD Instinct MI300A')."""
+    text = _text(value)
+    if text is None:
+        return None
+    bracketed = re.search(r"\[(Instinct [^\]]+)\]", text)
+    return f"AMD {bracketed.group(1)}" if bracketed else text
+
+
+def _known_device(device_id: Any) -> tuple[str | None, str | None]:
+    """(ISA, product) of a PCI device id the tool printed ('0x74a1', or an int from amdsmi)."""
+    return pci_device(device_id if isinstance(device_id, int) else _text(device_id)) or (None, None)
+
+
+def _arch_of(gfx: Any, device_id: Any) -> str | None:
+    """The ISA from a gfx name when the tool printed one, else from the PCI device id."""
+    name = _text(gfx)
+    return normalize_gfx(name) if name else _known_device(device_id)[0]
+
+
+def _cache_entries(value: Any) -> list[Mapping[str, Any]]:
+    """The cache table in any of its forms: a list (ROCm 6.1+ JSON, amdsmi 6.1+ `{"cache": [...]}`),
+    or a dict of entries (ROCm 6.0 `{"cache 0": {...}}`, the text output's CACHE_0 ...)."""
+    if isinstance(value, Mapping):
+        listed = value.get("cache")
+        value = listed if isinstance(listed, list) else list(value.values())
+    return [entry for entry in value if isinstance(entry, Mapping)] if isinstance(value, list) else []
+
+
+def _is_data_cache(entry: Mapping[str, Any]) -> bool:
+    properties = entry.get("cache_properties")
+    if isinstance(properties, str):
+        properties = properties.split(",")
+    if properties:
+        return "DATA_CACHE" in {str(p).strip().upper() for p in properties}
+    flag = entry.get("data_cache")  # ROCm 6.0: a flag per kind ("ENABLED" in the CLI, a bool in the package)
+    return flag is None or flag is True or str(flag).strip().upper() == "ENABLED"
+
+
 def _cache_sizes(entries: Iterable[Mapping[str, Any]], size_unit: str) -> tuple[int | None, int | None]:
-    """(L2 bytes, last-level bytes) from amd-smi / amdsmi cache lists; last level is L3 (MALL) if any."""
+    """(L2 bytes, last-level bytes) from amd-smi / amdsmi cache tables; last level is L3 (MALL) if any."""
     by_level: dict[int, int] = {}
     for entry in entries:
-        properties = [str(p).upper() for p in entry.get("cache_properties", []) or []]
-        if properties and "DATA_CACHE" not in properties:
+        if not _is_data_cache(entry):
             continue
         level = _int(entry.get("cache_level"))
         size = quantity_bytes(entry.get("cache_size"), size_unit)
@@ -139,91 +195,260 @@ def _max_level_mhz(levels: Any) -> int | None:
     return max(values) if values else None
 
 
-def _partition(entry: Mapping[str, Any]) -> tuple[str | None, str | None, int | None]:
-    part = entry.get("partition")
-    if not isinstance(part, Mapping):
-        return None, None, None
-    compute = part.get("compute_partition", part.get("accelerator_partition"))
-    return _text(compute), _text(part.get("memory_partition")), _int(part.get("partition_id"))
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class _Sections:
+    """One GPU's entry of `amd-smi static`: each section read is checked for its shape, and one
+    that is not (the bare string "N/A" where an object belongs) is recorded and left out."""
+
+    def __init__(self, entry: Mapping[str, Any], where: str) -> None:
+        self.entry = entry
+        self.where = where
+        self.errors: list[str] = []
+
+    def get(self, *names: str, shapes: tuple[type, ...] = (Mapping,)) -> Any:
+        """The first of `names` present in the entry, if it has one of `shapes`; else None."""
+        return self.within(self.entry, names, shapes, "section")
+
+    def within(self, parent: Any, names: tuple[str, ...], shapes: tuple[type, ...], what: str) -> Any:
+        if not isinstance(parent, Mapping):
+            return None
+        for name in names:
+            if name in parent:
+                value = parent[name]
+                if isinstance(value, shapes):
+                    return value
+                self.errors.append(f"{self.where}: {what} '{name}' is {_shown(value)}, not a table: unavailable")
+                return None
+        return None
+
+
+def _static_facts(entry: Mapping[str, Any], source: str, position: int) -> AmdGpuFacts:
+    """One GPU's `amd-smi static` entry (JSON of any release, or the text form read into the same
+    keys) -> AmdGpuFacts. ROCm 6.0 names the cache section `cache` and sizes `vram_size_mb`; 6.1+
+    `cache_info` and `size`, with {value, unit} objects in JSON; ROCm 7 `accelerator_partition`."""
+    index = _int(entry.get("gpu"))
+    sections = _Sections(entry, f"{source}: GPU {index if index is not None else position}")
+    asic = sections.get("asic") or {}
+    bus = sections.get("bus") or {}
+    vram = sections.get("vram") or {}
+    driver = sections.get("driver") or {}
+    clock = sections.get("clock") or {}
+    partition = sections.get("partition") or {}
+    cache = sections.get("cache_info", "cache", shapes=(Mapping, list))
+    l2, last = _cache_sizes(_cache_entries(cache), "KB")
+    sys_clock = sections.within(clock, ("sys",), (Mapping,), "clock") or {}
+    mem_clock = sections.within(clock, ("mem",), (Mapping,), "clock") or {}
+    compute = partition.get("accelerator_partition", partition.get("compute_partition"))
+    memory_mode = partition.get("memory_partition")
+    return AmdGpuFacts(
+        source=source,
+        index=index,
+        bdf=normalize_bdf(bus.get("bdf")),
+        market_name=market_name(asic.get("market_name")) or _known_device(asic.get("device_id"))[1],
+        arch=_arch_of(asic.get("target_graphics_version"), asic.get("device_id")),
+        compute_units=_int(asic.get("num_compute_units")),
+        memory_bytes=quantity_bytes(vram.get("size", vram.get("vram_size_mb")), "MB"),
+        l2_cache_bytes=l2,
+        last_level_cache_bytes=last,
+        max_clock_mhz=_max_level_mhz(sys_clock.get("frequency_levels")),
+        max_memory_clock_mhz=_max_level_mhz(mem_clock.get("frequency_levels")),
+        driver_version=driver_version(driver.get("version", driver.get("driver_version"))),
+        compute_partition=_text(compute),
+        memory_partition=_text(memory_mode),
+        partition_id=_int(partition.get("partition_id")),
+        partition_source=source if _present(compute) or _present(memory_mode) else None,
+        errors=tuple(sections.errors),
+    )
+
+
+def json_document(text: str, tool: str) -> Any:
+    """The JSON a tool printed, from the first line that opens a list or an object: amd-smi
+    prints 'WARNING: User is missing the following required groups ...' first when the user is
+    not in the render / video groups."""
+    start = re.search(r"^\s*[\[{]", text, re.MULTILINE)
+    if start is None:
+        raise ToolOutputError(f"{tool} printed no JSON (no line opens a list or an object)")
+    try:
+        return json.loads(text[start.start() :])
+    except json.JSONDecodeError as exc:
+        raise ToolOutputError(f"{tool} printed invalid JSON: {exc}") from None
 
 
 def parse_amd_smi_static_json(text: str) -> list[AmdGpuFacts]:
-    """`amd-smi static --json`: ROCm 7 `{"gpu_data": [...]}` or ROCm 6 `[{"gpu": 0, ...}, ...]`."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ToolOutputError(f"amd-smi static --json printed invalid JSON: {exc}") from None
+    """`amd-smi static [sections] --json`: a bare list of GPUs on ROCm 6.x, `{"gpu_data": [...]}`
+    (with "cpu_data" beside it on an APU) on ROCm 7."""
+    tool = "amd-smi static --json"
+    data = json_document(text, tool)
     entries = data.get("gpu_data") if isinstance(data, Mapping) else data
     if not isinstance(entries, list):
-        raise ToolOutputError("amd-smi static --json: expected a list of GPUs or {'gpu_data': [...]}")
+        raise ToolOutputError(f"{tool}: expected a list of GPUs or {{'gpu_data': [...]}}, found {type(data).__name__}")
     facts = []
-    for entry in entries:
-        if not isinstance(entry, Mapping) or "asic" not in entry:
-            continue
-        asic = entry.get("asic") or {}
-        bus = entry.get("bus") or {}
-        vram = entry.get("vram") or {}
-        clock = entry.get("clock") or {}
-        l2, last = _cache_sizes(entry.get("cache_info") or [], "KB")
-        compute, memory, partition_id = _partition(entry)
-        arch = _text(asic.get("target_graphics_version"))
-        facts.append(
-            AmdGpuFacts(
-                source="amd-smi static --json",
-                index=_int(entry.get("gpu")),
-                bdf=normalize_bdf(bus.get("bdf")),
-                market_name=_text(asic.get("market_name")),
-                arch=normalize_gfx(arch) if arch else None,
-                compute_units=_int(asic.get("num_compute_units")),
-                memory_bytes=quantity_bytes(vram.get("size"), "MB"),
-                l2_cache_bytes=l2,
-                last_level_cache_bytes=last,
-                max_clock_mhz=_max_level_mhz((clock.get("sys") or {}).get("frequency_levels")),
-                max_memory_clock_mhz=_max_level_mhz((clock.get("mem") or {}).get("frequency_levels")),
-                driver_version=driver_version((entry.get("driver") or {}).get("version")),
-                compute_partition=compute,
-                memory_partition=memory,
-                partition_id=partition_id,
-            )
-        )
+    for position, entry in enumerate(entries):
+        if isinstance(entry, Mapping):
+            facts.append(_static_facts(entry, tool, position))
     return facts
 
 
+_BLOCK_HEAD = re.compile(r"^(GPU|CPU|CORE|NIC|SWITCH):\s*(\d+)\s*$")
+
+
+def text_blocks(text: str) -> list[tuple[str, int, dict[str, Any]]]:
+    """amd-smi's human-readable output ('GPU: 0' then indented 'KEY: value' lines) as
+    (kind, number, nested dict with lower-cased keys). Lines without a key (prompts, '...',
+    the group warning, CPU affinity masks) are skipped."""
+    blocks: list[tuple[str, int, dict[str, Any]]] = []
+    stack: list[tuple[int, dict[str, Any]]] = []
+    for line in text.splitlines():
+        head = _BLOCK_HEAD.match(line)
+        if head:
+            root: dict[str, Any] = {}
+            blocks.append((head.group(1), int(head.group(2)), root))
+            stack = [(-1, root)]
+            continue
+        content = line.strip()
+        if not stack or ":" not in content or not line.startswith((" ", "\t")):
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, _, value = content.partition(":")
+        while stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if value.strip():
+            parent.setdefault(key.strip().lower(), value.strip())
+        else:
+            child: dict[str, Any] = {}
+            parent[key.strip().lower()] = child
+            stack.append((indent, child))
+    return blocks
+
+
+def parse_amd_smi_static_text(text: str) -> list[AmdGpuFacts]:
+    """`amd-smi static [sections]` in its human-readable form (what people paste into tickets)."""
+    gpus = [(number, block) for kind, number, block in text_blocks(text) if kind == "GPU"]
+    if not gpus:
+        raise ToolOutputError("amd-smi static: no 'GPU: N' block in the output")
+    return [_static_facts({"gpu": number, **block}, "amd-smi static", i) for i, (number, block) in enumerate(gpus)]
+
+
+def parse_amd_smi_list(text: str) -> list[AmdGpuFacts]:
+    """`amd-smi list [-e]`: one block per GPU with its BDF; in CPX each partition is its own
+    function of the package's PCI device (0c:00.0 ... 0c:00.7)."""
+    facts = [
+        AmdGpuFacts(
+            source="amd-smi list",
+            index=number,
+            bdf=normalize_bdf(block.get("bdf")),
+            partition_id=_int(block.get("partition_id")),
+        )
+        for kind, number, block in text_blocks(text)
+        if kind == "GPU"
+    ]
+    if not facts:
+        raise ToolOutputError("amd-smi list: no 'GPU: N' block in the output")
+    return facts
+
+
+def _rocm_smi_card(index: int, card: Mapping[str, Any], driver: str | None, source: str) -> AmdGpuFacts:
+    """One card of rocm-smi, keyed as its JSON and text print it (key case varies by release:
+    'Card Series' / 'Card series'); rocm-smi before 6.x has no GFX Version, only the device id."""
+    fields = {str(k).strip().lower(): v for k, v in card.items()}
+    device_id = fields.get("device id", fields.get("gpu id"))
+    compute = fields.get("compute partition")
+    memory_mode = fields.get("memory partition")
+    return AmdGpuFacts(
+        source=source,
+        index=index,
+        bdf=normalize_bdf(fields.get("pci bus")),
+        market_name=market_name(fields.get("device name") or fields.get("card series")) or _known_device(device_id)[1],
+        arch=_arch_of(fields.get("gfx version"), device_id),
+        memory_bytes=_int(fields.get("vram total memory (b)")),
+        driver_version=driver or _text(fields.get("driver version")),
+        compute_partition=_text(compute),
+        memory_partition=_text(memory_mode),
+        partition_id=_int(fields.get("partition id")),
+        partition_source=source if _present(compute) or _present(memory_mode) else None,
+    )
+
+
 def parse_rocm_smi_json(text: str) -> list[AmdGpuFacts]:
-    """`rocm-smi --showproductname [--showdriverversion ...] --json`: {"card0": {...}, "system": {...}}."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ToolOutputError(f"rocm-smi --json printed invalid JSON: {exc}") from None
+    """`rocm-smi [--showproductname --showbus --showmeminfo vram ...] --json` or `rocm-smi -a --json`:
+    {"card0": {...}, "system": {"Driver version": ...}}."""
+    data = json_document(text, "rocm-smi --json")
     if not isinstance(data, Mapping):
         raise ToolOutputError("rocm-smi --json: expected an object keyed by card0, card1, ...")
-    driver = _text((data.get("system") or {}).get("Driver version"))
-    facts = []
+    system = data.get("system")
+    driver = _text(system.get("Driver version")) if isinstance(system, Mapping) else None
+    facts: list[AmdGpuFacts] = []
     for key, card in data.items():
-        match = re.fullmatch(r"card(\d+)", key)
-        if not match or not isinstance(card, Mapping):
-            continue
-        name = card.get("Device Name") or card.get("Card Series") or card.get("Card series")
-        gfx = _text(card.get("GFX Version"))
-        compute = card.get("Compute Partition") or card.get("current_compute_partition")
-        memory = card.get("Memory Partition") or card.get("current_memory_partition")
-        facts.append(
-            AmdGpuFacts(
-                source="rocm-smi --json",
-                index=int(match.group(1)),
-                bdf=normalize_bdf(card.get("PCI Bus")),
-                market_name=_text(name),
-                arch=normalize_gfx(gfx) if gfx else None,
-                memory_bytes=_int(card.get("VRAM Total Memory (B)")),
-                driver_version=driver or _text(card.get("Driver version")),
-                compute_partition=_text(compute),
-                memory_partition=_text(memory),
-            )
-        )
+        match = re.fullmatch(r"card(\d+)", str(key))
+        if match and isinstance(card, Mapping):
+            facts.append(_rocm_smi_card(int(match.group(1)), card, driver, "rocm-smi --json"))
     return sorted(facts, key=lambda f: f.index if f.index is not None else -1)
 
 
+_ROCM_SMI_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*([^:]+?):\s*(.*?)\s*$")
+_ROCM_SMI_DRIVER = re.compile(r"^Driver version:\s*(\S+)", re.MULTILINE)
+_CONCISE_ROW = re.compile(r"^(\d+)\s+\[(0x[0-9a-fA-F]+)\s*:\s*0x[0-9a-fA-F]+\]\s+(.*)$")
+_CONCISE_MODES = re.compile(r"\b(NPS\d+|N/A),\s*([A-Z]PX|N/A)\b")
+
+
+def _rocm_smi_showhw(lines: list[str], cards: dict[int, dict[str, Any]]) -> None:
+    """`rocm-smi --showhw`: a table whose header names the columns ('GFX VER', 'BUS', 'PARTITION ID')."""
+    for i, line in enumerate(lines):
+        if line.startswith("GPU ") and "GFX VER" in line and "BUS" in line:
+            header = re.split(r"\s{2,}", line.strip())
+            for row in lines[i + 1 :]:
+                values = row.split()
+                if not values or not values[0].isdigit() or len(values) != len(header):
+                    break
+                named = dict(zip(header, values))
+                cards.setdefault(int(values[0]), {}).update(
+                    {"device id": named.get("DID"), "gfx version": named.get("GFX VER"),
+                     "pci bus": named.get("BUS"), "partition id": named.get("PARTITION ID")}
+                )
+
+
+def _rocm_smi_concise(lines: list[str], cards: dict[int, dict[str, Any]]) -> None:
+    """`rocm-smi` (ROCm 6.1+ concise table): a row per GPU with '[device id : rev]' and
+    'Partitions (Mem, Compute)', the product name on the line under it."""
+    for i, line in enumerate(lines):
+        row = _CONCISE_ROW.match(line)
+        if not row:
+            continue
+        card = cards.setdefault(int(row.group(1)), {})
+        card.setdefault("device id", row.group(2))
+        modes = _CONCISE_MODES.search(row.group(3))
+        if modes:
+            card.setdefault("memory partition", modes.group(1))
+            card.setdefault("compute partition", modes.group(2))
+        name = lines[i + 1].strip() if i + 1 < len(lines) and lines[i + 1].startswith(" ") else ""
+        if name:
+            card.setdefault("card series", name)
+
+
+def parse_rocm_smi_text(text: str) -> list[AmdGpuFacts]:
+    """`rocm-smi` in text: the 'GPU[0]  : Key: value' lines of `-a` / `--showproduct` /
+    `--showbus` ..., the `--showhw` table and the concise table, in any mix."""
+    cards: dict[int, dict[str, Any]] = {}
+    lines = text.splitlines()
+    for line in lines:
+        match = _ROCM_SMI_LINE.match(line)
+        if match:
+            cards.setdefault(int(match.group(1)), {}).setdefault(match.group(2).strip(), match.group(3))
+    _rocm_smi_showhw(lines, cards)
+    _rocm_smi_concise(lines, cards)
+    if not cards:
+        raise ToolOutputError("rocm-smi: no GPU line, --showhw table or concise table in the output")
+    driver = _ROCM_SMI_DRIVER.search(text)
+    return [_rocm_smi_card(index, cards[index], driver.group(1) if driver else None, "rocm-smi") for index in sorted(cards)]
+
+
 _AGENT_SPLIT = re.compile(r"^\*+\s*\nAgent \d+\s*\n\*+\s*$", re.MULTILINE)
+_COARSE_POOL = re.compile(r"Segment:\s*GLOBAL;\s*FLAGS:\s*COARSE GRAINED\s*\n\s*Size:\s*(\d+)\(0x[0-9a-fA-F]+\)\s*KB")
 
 
 def _rocminfo_field(block: str, label: str) -> str | None:
@@ -237,32 +462,34 @@ def _rocminfo_cache_kb(block: str, level: str) -> int | None:
 
 
 def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
-    """`rocminfo`: one fact per agent whose Device Type is GPU, in agent order."""
+    """`rocminfo`: one fact per agent whose Device Type is GPU, in agent order. Its L2 is the
+    whole package's (all 8 XCDs of an MI300X: 32768 KB); the device memory is the GPU agent's
+    coarse-grained global pool."""
     if "HSA Agents" not in text:
         raise ToolOutputError("rocminfo output has no 'HSA Agents' section")
-    facts = []
+    facts: list[AmdGpuFacts] = []
     for block in _AGENT_SPLIT.split(text)[1:]:
         if (_rocminfo_field(block, "Device Type") or "").upper() != "GPU":
             continue
         isa = re.search(r"amdgcn-amd-amdhsa--(\S+)", block)
         gcn = parse_gcn_arch(isa.group(1) if isa else (_rocminfo_field(block, "Name") or ""))
         bdfid = _int(_rocminfo_field(block, "BDFID"))
-        l3 = _rocminfo_cache_kb(block, "L3")
         l2 = _rocminfo_cache_kb(block, "L2")
-        uuid = _text(_rocminfo_field(block, "Uuid"))
+        pool = _COARSE_POOL.search(block)
         facts.append(
             AmdGpuFacts(
                 source="rocminfo",
                 index=len(facts),
                 bdf=bdf_from_bdfid(bdfid) if bdfid is not None else None,
-                market_name=_text(_rocminfo_field(block, "Marketing Name")),
+                market_name=market_name(_rocminfo_field(block, "Marketing Name")),
                 arch=gcn.name or None,
                 arch_features=gcn.features,
                 compute_units=_int(_rocminfo_field(block, "Compute Unit")),
+                memory_bytes=int(pool.group(1)) * 1024 if pool else None,
                 l2_cache_bytes=l2,
-                last_level_cache_bytes=l3 or l2,
+                last_level_cache_bytes=_rocminfo_cache_kb(block, "L3") or l2,
                 max_clock_mhz=_int(_rocminfo_field(block, "Max Clock Freq. (MHz)")),
-                uuid=uuid,
+                uuid=_text(_rocminfo_field(block, "Uuid")),
             )
         )
     return facts
@@ -278,39 +505,50 @@ def facts_from_amdsmi(
     clock: Mapping[str, Any] | None = None,
     compute_partition: str | None = None,
     memory_partition: str | None = None,
+    source: str = "amdsmi",
 ) -> AmdGpuFacts:
     """The dicts the amdsmi package returns for one processor handle -> AmdGpuFacts.
 
-    asic: amdsmi_get_gpu_asic_info; driver: amdsmi_get_gpu_driver_info; vram:
-    amdsmi_get_gpu_vram_info (vram_size in MB); cache: amdsmi_get_gpu_cache_info (sizes in KB);
-    clock: amdsmi_get_clock_info for the GFX clock (MHz).
+    asic: amdsmi_get_gpu_asic_info (no CU count nor gfx name before ROCm 6.2: the device id
+    stands in); driver: amdsmi_get_gpu_driver_info; vram: amdsmi_get_gpu_vram_info (`vram_size`
+    in MB, `vram_size_mb` on ROCm 6.1 and before); cache: amdsmi_get_gpu_cache_info (sizes in
+    KB; `{"cache": [...]}`, or `{"cache 0": {...}}` on ROCm 6.0); clock: amdsmi_get_clock_info
+    for the GFX clock (MHz; `max_clk` in every release).
     """
-    arch = _text(asic.get("target_graphics_version"))
-    l2, last = _cache_sizes((cache or {}).get("cache", []) or [], "KB")
+    l2, last = _cache_sizes(_cache_entries(cache or {}), "KB")
+    vram = vram or {}
     return AmdGpuFacts(
-        source="amdsmi",
+        source=source,
         index=index,
         bdf=normalize_bdf(bdf),
-        market_name=_text(asic.get("market_name")),
-        arch=normalize_gfx(arch) if arch else None,
+        market_name=market_name(asic.get("market_name")),
+        arch=_arch_of(asic.get("target_graphics_version"), asic.get("device_id")),
         compute_units=_int(asic.get("num_compute_units", asic.get("num_of_compute_units"))),
-        memory_bytes=quantity_bytes((vram or {}).get("vram_size"), "MB"),
+        memory_bytes=quantity_bytes(vram.get("vram_size", vram.get("vram_size_mb")), "MB"),
         l2_cache_bytes=l2,
         last_level_cache_bytes=last,
         max_clock_mhz=_int((clock or {}).get("max_clk")),
         driver_version=driver_version((driver or {}).get("driver_version")),
         compute_partition=_text(compute_partition),
         memory_partition=_text(memory_partition),
+        partition_source=source if _present(compute_partition) or _present(memory_partition) else None,
     )
 
 
 def merge_facts(primary: AmdGpuFacts, extra: AmdGpuFacts) -> AmdGpuFacts:
-    """Fill the gaps of `primary` with what `extra` knows; `primary` wins where both know."""
-    updates = {
+    """Fill the gaps of `primary` with what `extra` knows; `primary` wins where both know. The
+    partition modes travel with their source; both tools' errors are kept."""
+    updates: dict[str, Any] = {
         name: getattr(extra, name)
         for name in primary.__dataclass_fields__
-        if name != "source" and getattr(primary, name) in (None, ()) and getattr(extra, name) not in (None, ())
+        if name not in ("source", "errors", "partition_source")
+        and getattr(primary, name) in (None, ())
+        and getattr(extra, name) not in (None, ())
     }
+    if "compute_partition" in updates or "memory_partition" in updates:
+        updates["partition_source"] = primary.partition_source or extra.partition_source
+    if extra.errors:
+        updates["errors"] = primary.errors + extra.errors
     if not updates:
         return primary
     return replace(primary, source=f"{primary.source}+{extra.source}", **updates)
@@ -337,4 +575,4 @@ def match_facts(bdfs: list[str | None], facts: list[AmdGpuFacts]) -> list[AmdGpu
 
 def _same_device(tool_bdf: str, torch_bdf: str) -> bool:
     """torch reports domain:bus:device without the function; partitions differ only in function."""
-    return tool_bdf.rsplit(".", 1)[0] == torch_bdf.rsplit(".", 1)[0]
+    return pci_device_address(tool_bdf) == pci_device_address(torch_bdf)

@@ -37,19 +37,23 @@ def fp8_formats(backend: str, arch: str) -> tuple[str, ...]:
     return ()
 
 
-def scaled_mm_supported(backend: str, arch: str, runtime_version: str | None, scaling: str = "tensorwise") -> bool:
-    """Whether torch._scaled_mm (the FP8 GEMM) with `scaling` is expected to run on this device:
-    the one decision every caller asks.
+def scaled_mm_supported(
+    backend: str, arch: str, runtime_version: str | None, scaling: str = "tensorwise", torch_version: str | None = None
+) -> bool:
+    """Whether torch._scaled_mm (the FP8 GEMM) with `scaling` is expected to run on this device,
+    from versions alone: the explanation, and the answer where the device cannot be probed
+    (`probes.scaled_mm_probe` asks the device itself and wins where it ran).
 
     Tensor-wise: ROCm gfx942; gfx1200/gfx1201 from ROCm 6.3; gfx950 from ROCm 6.5; CUDA sm_89+;
     the CPU. Row-wise (a scale per row of A and per column of B) also needs CUDA sm_90+
-    (CUTLASS kernels), or ROCm gfx942 / gfx950 with hipBLASLt from ROCm 6.4.
+    (CUTLASS kernels), or ROCm gfx942 / gfx950 with hipBLASLt from ROCm 6.4 and torch 2.7+
+    (pytorch#144432) when the torch version is known.
     """
     if scaling not in SCALINGS:
         raise ValueError(f"_scaled_mm scaling must be one of {', '.join(SCALINGS)}, found {scaling!r}")
     if not _tensorwise_scaled_mm(backend, arch, runtime_version):
         return False
-    return scaling == "tensorwise" or _rowwise_scaled_mm(backend, arch, runtime_version)
+    return scaling == "tensorwise" or _rowwise_scaled_mm(backend, arch, runtime_version, torch_version)
 
 
 def _tensorwise_scaled_mm(backend: str, arch: str, runtime_version: str | None) -> bool:
@@ -68,11 +72,12 @@ def _tensorwise_scaled_mm(backend: str, arch: str, runtime_version: str | None) 
     return backend == "cpu"
 
 
-def _rowwise_scaled_mm(backend: str, arch: str, runtime_version: str | None) -> bool:
+def _rowwise_scaled_mm(backend: str, arch: str, runtime_version: str | None, torch_version: str | None) -> bool:
     if backend == "cuda":
         return (sm_number(arch) or 0) >= 90
     if backend == "rocm":
-        return arch in ("gfx942", "gfx950") and (parse_version(runtime_version) or (0, 0)) >= (6, 4)
+        torch_ok = torch_version is None or (parse_version(torch_version) or (0, 0)) >= (2, 7)
+        return torch_ok and arch in ("gfx942", "gfx950") and (parse_version(runtime_version) or (0, 0)) >= (6, 4)
     return backend == "cpu"
 
 
@@ -127,19 +132,45 @@ def attention_backends(
     return ("math", *found)
 
 
-def default_rocm_blas(archs: list[str], rocm_version: str | None) -> str:
-    """The BLAS library PyTorch picks by default on ROCm: hipBLASLt only if every visible GPU
-    supports it (gfx90a, gfx942; gfx1200/1201 from ROCm 6.3; gfx950 from ROCm 6.5), else rocBLAS.
+def env_flag(value: str | None) -> bool | None:
+    """A PyTorch boolean environment variable as c10 reads it: '1'/'ON'/'YES'/'TRUE'/'Y' -> True,
+    '0'/'OFF'/'NO'/'FALSE'/'N' -> False, unset or anything else -> None."""
+    text = (value or "").strip().upper()
+    if text in ("1", "ON", "YES", "TRUE", "Y"):
+        return True
+    if text in ("0", "OFF", "NO", "FALSE", "N"):
+        return False
+    return None
+
+
+def default_rocm_blas(archs: list[str], rocm_version: str | None, prefer_hipblaslt: str | None = None) -> str:
+    """The BLAS library PyTorch picks on ROCm when nobody chose one: hipBLASLt only if every visible
+    GPU is one it prefers it on (gfx90a, gfx942; gfx1200/1201 from ROCm 6.4; gfx950 from ROCm 7.0,
+    Context.cpp getHipblasltPreferredArchs), else rocBLAS. `prefer_hipblaslt` is the value of
+    TORCH_BLAS_PREFER_HIPBLASLT: '0' forces rocBLAS. Used only where torch does not say itself.
     """
+    if env_flag(prefer_hipblaslt) is False:
+        return "rocblas"
     version = parse_version(rocm_version) or (0, 0)
-    supported = {"gfx90a", "gfx942"}
-    if version >= (6, 3):
-        supported |= {"gfx1200", "gfx1201"}
-    if version >= (6, 5):
-        supported.add("gfx950")
-    if archs and all(arch in supported for arch in archs):
+    preferred = {"gfx90a", "gfx942"}
+    if version >= (6, 4):
+        preferred |= {"gfx1200", "gfx1201"}
+    if version >= (7, 0):
+        preferred.add("gfx950")
+    if archs and all(arch in preferred for arch in archs):
         return "hipblaslt"
     return "rocblas"
+
+
+_CK_FLASH_ARCHS = frozenset({"gfx90a", "gfx942", "gfx950"})
+
+
+def default_rocm_attention_library(arch: str, prefer_ck: str | None = None) -> str:
+    """The flash-attention library PyTorch uses on ROCm when torch does not say (before
+    `preferred_rocm_fa_library`, about torch 2.7): AOTriton, or composable_kernel when
+    TORCH_ROCM_FA_PREFER_CK=1 on an arch CK serves (gfx90a, gfx942, gfx950). A build without CK
+    falls back to AOTriton at run time, which only torch's own answer shows."""
+    return "ck" if env_flag(prefer_ck) and arch in _CK_FLASH_ARCHS else "aotriton"
 
 
 # Tests are parametrized by a platform-neutral BLAS choice so their ids are the same everywhere.

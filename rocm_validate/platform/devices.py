@@ -1,10 +1,12 @@
 """Device discovery: one frozen `DeviceInfo` per GPU (and one for the CPU), never crashing.
 
-Sources, in order: torch (always); for ROCm the amdsmi package, then `amd-smi static --json`,
-then `rocminfo`; for CUDA nvidia-ml-py. A probe that fails leaves its message in `errors`.
-Facts become decisions (fp8 formats, attention backends, BLAS default, device key) through the
-pure functions of `rocm_validate.platform.arch`; `build_gpu_info` is pure too and unit-tested with the
-properties of devices we do not have.
+Sources, in order: torch (always); for ROCm the amdsmi package (ROCm's own copy first), then
+`amd-smi static --json`, then `rocminfo`, and the partition modes from sysfs where no tool gave
+them; for CUDA nvidia-ml-py. A probe that fails leaves its message in `errors`. Facts become
+decisions (fp8 formats, attention backends, BLAS default, partition mode, device key) through
+the pure functions of `arch`, `capabilities` and `partitions`; `build_gpu_info` is pure too and
+unit-tested with the properties of devices we do not have. The same parsers describe a node
+offline from saved tool outputs (`offline.py`).
 """
 
 from __future__ import annotations
@@ -16,20 +18,26 @@ import platform
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from rocm_validate.errors import DeviceError
-from rocm_validate.platform import amd_tools, arch, capabilities
+from rocm_validate.platform import amd_tools, amdsmi_import, arch, capabilities, partitions
 from rocm_validate.platform.amd_tools import AmdGpuFacts
+from rocm_validate.platform.probing import ProbeErrors
 
+# The variables that decide which GPUs a process sees and which libraries PyTorch picks on them;
+# each one set is recorded with the device (`visibility`) and printed in the run's header.
 VISIBILITY_VARIABLES = (
     "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
     "CUDA_VISIBLE_DEVICES",
     "GPU_DEVICE_ORDINAL",
     "HSA_OVERRIDE_GFX_VERSION",
+    "TORCH_BLAS_PREFER_HIPBLASLT",
+    "TORCH_ROCM_FA_PREFER_CK",
+    "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL",
 )
 _SUBPROCESS_TIMEOUT_S = 20
 
@@ -58,10 +66,12 @@ class DeviceInfo:
     libraries: tuple[tuple[str, str], ...] = ()  # hipblaslt, cublas, cudnn, ... where exposed
     compute_partition: str | None = None  # MI300: SPX, DPX, QPX, CPX
     memory_partition: str | None = None  # MI300: NPS1, NPS4
+    partition_source: str | None = None  # the tool, "sysfs", or "inferred from 38 of 304 CUs (...)"
     visibility: tuple[tuple[str, str], ...] = ()
     fp8_formats: tuple[str, ...] = ()
     scaled_mm: bool = False
     attention_backends: tuple[str, ...] = ("math",)
+    attention_library: str | None = None  # ROCm flash attention: "aotriton" or "ck"
     preferred_blas: str | None = None
     pci_bus_id: str | None = None
     uuid: str | None = None
@@ -148,6 +158,7 @@ class StackFacts:
     mem_efficient_compiled: bool = True
     cudnn_attention: bool = False
     preferred_blas: str | None = None  # what torch reports, when it reports it
+    attention_library: str | None = None  # torch's preferred_rocm_fa_library, when it has one
     visible_archs: tuple[str, ...] = ()
 
 
@@ -161,24 +172,8 @@ class NvmlFacts:
     pci_bus_id: str | None = None
 
 
-@dataclass
-class _Errors:
-    messages: list[str] = field(default_factory=list)
-
-    def run(self, probe: str, function: Callable[[], Any], default: Any = None) -> Any:
-        """Run one probe; anything it raises becomes a message, never a crash."""
-        try:
-            return function()
-        except BaseException as exc:  # noqa: BLE001 - native libraries raise anything
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            self.messages.append(f"{probe}: {type(exc).__name__}{': ' + text if text else ''}")
-            return default
-
-
 def visibility(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The device-visibility variables set in this environment."""
+    """The visibility and library-choice variables set in this environment."""
     return tuple((name, env[name]) for name in VISIBILITY_VARIABLES if name in env)
 
 
@@ -207,16 +202,23 @@ def build_gpu_info(
     name = facts.name.strip()
     if amd is not None and amd.market_name and (not name or name.lower().startswith(("device ", "amd radeon graphics"))):
         name = amd.market_name
-    compute_partition = amd.compute_partition if amd else None
-    memory_partition = amd.memory_partition if amd else None
+    compute_units = facts.multi_processor_count or (amd.compute_units if amd else None)
+    partition = partition_mode(backend, name, gpu_arch_name, compute_units, amd)
+    compute_partition = partition.compute if partition else None
+    memory_partition = partition.memory if partition else None
     sources = ["torch"]
     if amd is not None:
         sources.append(amd.source)
     if nvml is not None:
         sources.append("nvidia-ml-py")
     preferred = stack.preferred_blas
-    if backend == "rocm" and preferred is None:
-        preferred = capabilities.default_rocm_blas(list(stack.visible_archs) or [gpu_arch_name], stack.runtime_version)
+    attention_library = stack.attention_library
+    if backend == "rocm":
+        archs = list(stack.visible_archs) or [gpu_arch_name]
+        preferred = preferred or capabilities.default_rocm_blas(archs, stack.runtime_version, env.get("TORCH_BLAS_PREFER_HIPBLASLT"))
+        attention_library = attention_library or capabilities.default_rocm_attention_library(
+            gpu_arch_name, env.get("TORCH_ROCM_FA_PREFER_CK")
+        )
     return DeviceInfo(
         backend=backend,
         index=facts.index,
@@ -224,7 +226,7 @@ def build_gpu_info(
         arch=gpu_arch_name,
         device_key=arch.device_key(backend, name, gpu_arch_name, compute_partition, memory_partition),
         arch_features=features,
-        compute_units=facts.multi_processor_count or (amd.compute_units if amd else None),
+        compute_units=compute_units,
         memory_bytes=facts.total_memory or (amd.memory_bytes if amd else None),
         l2_cache_bytes=facts.l2_cache_size or (amd.l2_cache_bytes if amd else None),
         last_level_cache_bytes=_last_level_cache(backend, gpu_arch_name, facts, amd),
@@ -246,18 +248,32 @@ def build_gpu_info(
         libraries=stack.libraries,
         compute_partition=compute_partition,
         memory_partition=memory_partition,
+        partition_source=partition.source if partition else None,
         visibility=visibility(env),
         fp8_formats=capabilities.fp8_formats(backend, gpu_arch_name),
         scaled_mm=capabilities.scaled_mm_supported(backend, gpu_arch_name, stack.runtime_version),
         attention_backends=capabilities.attention_backends(
             backend, gpu_arch_name, stack.flash_compiled, stack.mem_efficient_compiled, stack.cudnn_attention
         ),
+        attention_library=attention_library,
         preferred_blas=preferred,
         pci_bus_id=_first(amd_tools.normalize_bdf(facts.pci_bus_id), amd.bdf if amd else None),
         uuid=facts.uuid or (amd.uuid if amd else None),
         sources=tuple(sources),
-        errors=tuple(errors),
+        errors=(*errors, *(amd.errors if amd else ())),
     )
+
+
+def partition_mode(
+    backend: str, name: str, gpu_arch: str, compute_units: int | None, amd: AmdGpuFacts | None
+) -> partitions.PartitionMode | None:
+    """The modes a vendor tool (or sysfs) gave, else the compute mode the CU count implies,
+    said as inferred; None where neither applies (not an MI300-class package)."""
+    if amd is not None and (amd.compute_partition or amd.memory_partition):
+        return partitions.PartitionMode(amd.compute_partition, amd.memory_partition, amd.partition_source or amd.source)
+    if backend != "rocm":
+        return None
+    return partitions.infer_from_compute_units(name, gpu_arch, compute_units)
 
 
 def _first(*values: Any) -> Any:
@@ -275,7 +291,7 @@ def _last_level_cache(backend: str, gpu_arch: str, facts: TorchGpuFacts, amd: Am
     return arch.infinity_cache_bytes(backend, gpu_arch) or facts.l2_cache_size or (amd.l2_cache_bytes if amd else None)
 
 
-# --- probes: each reads one source and raises freely; _Errors.run records failures ----------
+# --- probes: each reads one source and raises freely; ProbeErrors.run records failures ------
 
 
 def _torch_gpu_facts(torch: Any, index: int) -> TorchGpuFacts:
@@ -345,30 +361,46 @@ def _read_text(path: Path) -> str | None:
 
 
 def _preferred_blas(torch: Any, backend: str) -> str | None:
+    """The BLAS library torch uses now; None while it still says 'default' (the table decides)."""
     value = str(torch.backends.cuda.preferred_blas_library()).rsplit(".", 1)[-1].lower()
+    if value == "default":
+        return None
     if backend == "rocm":
         return {"cublaslt": "hipblaslt", "cublas": "rocblas", "ck": "ck"}.get(value, value)
     return value
 
 
-def _run_tool(command: list[str]) -> str:
+def _attention_library(torch: Any) -> str | None:
+    """ROCm's flash-attention library as torch reports it (torch 2.7+): 'aotriton' or 'ck'."""
+    getter = getattr(torch.backends.cuda, "preferred_rocm_fa_library", None)
+    if getter is None:
+        return None
+    value = str(getter()).rsplit(".", 1)[-1].lower()
+    return None if value == "default" else value
+
+
+def run_tool(command: list[str], timeout_s: float = _SUBPROCESS_TIMEOUT_S) -> str:
+    """A vendor tool's standard output. Raises FileNotFoundError when the tool is not on PATH,
+    subprocess.TimeoutExpired past `timeout_s`, RuntimeError (with its stderr) when it fails."""
     if shutil.which(command[0]) is None:
         raise FileNotFoundError(f"{command[0]} not on PATH")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=_SUBPROCESS_TIMEOUT_S, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[:200]}")
     return done.stdout
 
 
-def _amdsmi_facts() -> list[AmdGpuFacts]:
-    """Facts from the amdsmi package; its import alone can raise KeyError/AttributeError/OSError."""
-    amdsmi = importlib.import_module("amdsmi")
+def _amdsmi_facts(env: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]:
+    """Facts from the amdsmi package (ROCm's matching copy first); the copy used is the source."""
+    loaded = amdsmi_import.import_amdsmi(env)
+    errors.messages.extend(f"amdsmi: {failure}" for failure in loaded.failures)
+    amdsmi = loaded.module
     amdsmi.amdsmi_init()
     try:
         found = []
         for index, handle in enumerate(amdsmi.amdsmi_get_processor_handles()):
-            optional: dict[str, Any] = {}
-            for key, call in (
+            unreadable = ProbeErrors()  # a field the device refuses is recorded; the others are kept
+            queries = (
                 ("bdf", lambda h=handle: amdsmi.amdsmi_get_gpu_device_bdf(h)),
                 ("driver", lambda h=handle: amdsmi.amdsmi_get_gpu_driver_info(h)),
                 ("vram", lambda h=handle: amdsmi.amdsmi_get_gpu_vram_info(h)),
@@ -376,24 +408,33 @@ def _amdsmi_facts() -> list[AmdGpuFacts]:
                 ("clock", lambda h=handle: amdsmi.amdsmi_get_clock_info(h, amdsmi.AmdSmiClkType.GFX)),
                 ("compute_partition", lambda h=handle: amdsmi.amdsmi_get_gpu_compute_partition(h)),
                 ("memory_partition", lambda h=handle: amdsmi.amdsmi_get_gpu_memory_partition(h)),
-            ):
-                try:
-                    optional[key] = call()
-                except Exception:  # noqa: BLE001 - a missing field is not a failed probe
-                    optional[key] = None
-            found.append(amd_tools.facts_from_amdsmi(index, amdsmi.amdsmi_get_gpu_asic_info(handle), **optional))
+            )
+            optional = {key: unreadable.run(f"amdsmi: GPU {index}: {key}", call) for key, call in queries}
+            asic = amdsmi.amdsmi_get_gpu_asic_info(handle)
+            facts = amd_tools.facts_from_amdsmi(index, asic, source=f"amdsmi ({loaded.origin})", **optional)
+            found.append(replace(facts, errors=tuple(unreadable.messages)))
         return found
     finally:
         amdsmi.amdsmi_shut_down()
 
 
-def _amd_facts(errors: _Errors) -> list[AmdGpuFacts]:
+def _amd_smi_static() -> list[AmdGpuFacts]:
+    """`amd-smi static` for the sections discovery reads; a release that refuses one of the
+    section flags gets the plain command."""
+    try:
+        text = run_tool(list(amd_tools.AMD_SMI_STATIC_JSON))
+    except RuntimeError:
+        text = run_tool(list(amd_tools.AMD_SMI_STATIC_JSON_PLAIN))
+    return amd_tools.parse_amd_smi_static_json(text)
+
+
+def _amd_facts(env: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]:
     """amdsmi, else amd-smi, else rocminfo; rocminfo also fills the arch feature switches."""
-    facts = errors.run("amdsmi", _amdsmi_facts, [])
+    facts = errors.run("amdsmi", lambda: _amdsmi_facts(env, errors), [])
     if not facts:
-        facts = errors.run("amd-smi", lambda: amd_tools.parse_amd_smi_static_json(_run_tool(["amd-smi", "static", "--json"])), [])
+        facts = errors.run("amd-smi", _amd_smi_static, [])
     if not facts or not any(f.arch_features for f in facts):
-        extra = errors.run("rocminfo", lambda: amd_tools.parse_rocminfo(_run_tool(["rocminfo"])), [])
+        extra = errors.run("rocminfo", lambda: amd_tools.parse_rocminfo(run_tool(["rocminfo"])), [])
         if not facts:
             return extra
         by_bdf = {f.bdf: f for f in extra if f.bdf}
@@ -425,7 +466,21 @@ def _nvml_facts() -> dict[str, NvmlFacts]:
         pynvml.nvmlShutdown()
 
 
-def _stack_facts(torch: Any, backend: str, env: Mapping[str, str], errors: _Errors, archs: tuple[str, ...]) -> StackFacts:
+def with_sysfs_partition(amd: AmdGpuFacts | None, torch_bdf: str | None, root: Path | None = None) -> AmdGpuFacts | None:
+    """The tool's facts, with the partition modes read from sysfs where no tool gave them."""
+    if amd is not None and (amd.compute_partition or amd.memory_partition):
+        return amd
+    bdf = (amd.bdf if amd else None) or amd_tools.normalize_bdf(torch_bdf)
+    mode = partitions.read_sysfs_partition(bdf, root or partitions.SYSFS_PCI_DEVICES)
+    if mode is None:
+        return amd
+    sysfs = AmdGpuFacts(
+        source="sysfs", bdf=bdf, compute_partition=mode.compute, memory_partition=mode.memory, partition_source=mode.source
+    )
+    return sysfs if amd is None else amd_tools.merge_facts(amd, sysfs)
+
+
+def _stack_facts(torch: Any, backend: str, env: Mapping[str, str], errors: ProbeErrors, archs: tuple[str, ...]) -> StackFacts:
     runtime = torch.version.hip if backend == "rocm" else torch.version.cuda
     nccl = errors.run("nccl", lambda: ".".join(str(p) for p in torch.cuda.nccl.version()))
     driver = None
@@ -443,6 +498,7 @@ def _stack_facts(torch: Any, backend: str, env: Mapping[str, str], errors: _Erro
         mem_efficient_compiled=bool(getattr(cuda_backends, "mem_efficient_sdp_enabled", lambda: True)()),
         cudnn_attention=backend == "cuda" and bool(torch.backends.cudnn.is_available()),
         preferred_blas=errors.run("preferred_blas", lambda: _preferred_blas(torch, backend)),
+        attention_library=errors.run("attention_library", lambda: _attention_library(torch)) if backend == "rocm" else None,
         visible_archs=archs,
     )
 
@@ -452,13 +508,14 @@ def discover_gpus(torch: Any, env: Mapping[str, str]) -> list[DeviceInfo]:
     if not torch.cuda.is_available():
         return []
     backend = "rocm" if getattr(torch.version, "hip", None) else "cuda"
-    errors = _Errors()
+    errors = ProbeErrors()
     gpus = [_torch_gpu_facts(torch, i) for i in range(torch.cuda.device_count())]
     stack = _stack_facts(torch, backend, env, errors, tuple(gpu_arch(backend, g).name for g in gpus))
     amd_matched: list[AmdGpuFacts | None] = [None] * len(gpus)
     nvml: dict[str, NvmlFacts] = {}
     if backend == "rocm":
-        amd_matched = amd_tools.match_facts([g.pci_bus_id for g in gpus], _amd_facts(errors))
+        matched = amd_tools.match_facts([g.pci_bus_id for g in gpus], _amd_facts(env, errors))
+        amd_matched = [with_sysfs_partition(amd, g.pci_bus_id) for amd, g in zip(matched, gpus)]
     else:
         nvml = errors.run("nvidia-ml-py", _nvml_facts, {})
     return [
@@ -536,7 +593,7 @@ def discover_cpu(torch: Any | None, env: Mapping[str, str], errors: Iterable[str
 def discover_devices(env: Mapping[str, str] | None = None) -> list[DeviceInfo]:
     """All GPUs, then the CPU. Never raises: failed probes are listed in each device's errors."""
     env = dict(os.environ if env is None else env)
-    errors = _Errors()
+    errors = ProbeErrors()
     torch = errors.run("torch", lambda: importlib.import_module("torch"))
     if torch is None:
         return [discover_cpu(None, env, errors.messages)]

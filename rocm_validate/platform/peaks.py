@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rocm_validate.platform.devices import DeviceInfo
+if TYPE_CHECKING:  # devices imports this module (partition inference); the type is all peak_for needs
+    from rocm_validate.platform.devices import DeviceInfo
 
 KINDS = ("bf16", "fp16", "fp32", "fp8", "memory", "host_link")
 
@@ -36,6 +38,7 @@ class DevicePeaks:
     host_link: float | None  # PCIe, one direction; None on an APU
     xcds: int  # compute dies that partition modes divide (MI300: 8 XCDs; 1 where none)
     source: str
+    compute_units: int | None = None  # CUs of the whole package (AMD), what a partition's share is taken of
 
     def value(self, kind: str) -> float | None:
         if kind not in KINDS:
@@ -45,11 +48,11 @@ class DevicePeaks:
 
 PEAKS: tuple[DevicePeaks, ...] = (
     # AMD: compute peaks are CUs x peak engine clock x FLOPs per CU per clock, as the datasheets print them.
-    DevicePeaks("AMD Instinct MI300X", r"\bmi300x\b", "gfx942", 1307.4, 1307.4, 163.4, 2614.9, 5300.0, 64.0, 8, f"{_AMD_SPECS}/mi300/mi300x.html"),
-    DevicePeaks("AMD Instinct MI325X", r"\bmi325x\b", "gfx942", 1307.4, 1307.4, 163.4, 2614.9, 6000.0, 64.0, 8, f"{_AMD_SPECS}/mi300/mi325x.html"),
-    DevicePeaks("AMD Instinct MI300A", r"\bmi300a\b", "gfx942", 980.6, 980.6, 122.6, 1961.2, 5300.0, None, 6, f"{_AMD_SPECS}/mi300/mi300a.html"),
-    DevicePeaks("AMD Instinct MI355X", r"\bmi355x\b", "gfx950", 2516.6, 2516.6, 157.3, 5033.2, 8000.0, 64.0, 8, f"{_AMD_SPECS}/mi350/mi355x.html"),
-    DevicePeaks("AMD Instinct MI350X", r"\bmi350x\b", "gfx950", 2306.9, 2306.9, 144.2, 4613.7, 8000.0, 64.0, 8, f"{_AMD_SPECS}/mi350/mi350x.html"),
+    DevicePeaks("AMD Instinct MI300X", r"\bmi300x\b", "gfx942", 1307.4, 1307.4, 163.4, 2614.9, 5300.0, 64.0, 8, f"{_AMD_SPECS}/mi300/mi300x.html", compute_units=304),
+    DevicePeaks("AMD Instinct MI325X", r"\bmi325x\b", "gfx942", 1307.4, 1307.4, 163.4, 2614.9, 6000.0, 64.0, 8, f"{_AMD_SPECS}/mi300/mi325x.html", compute_units=304),
+    DevicePeaks("AMD Instinct MI300A", r"\bmi300a\b", "gfx942", 980.6, 980.6, 122.6, 1961.2, 5300.0, None, 6, f"{_AMD_SPECS}/mi300/mi300a.html", compute_units=228),
+    DevicePeaks("AMD Instinct MI355X", r"\bmi355x\b", "gfx950", 2516.6, 2516.6, 157.3, 5033.2, 8000.0, 64.0, 8, f"{_AMD_SPECS}/mi350/mi355x.html", compute_units=256),
+    DevicePeaks("AMD Instinct MI350X", r"\bmi350x\b", "gfx950", 2306.9, 2306.9, 144.2, 4613.7, 8000.0, 64.0, 8, f"{_AMD_SPECS}/mi350/mi350x.html", compute_units=256),
     # MI250X / MI250: the datasheet figure covers two GCDs; PyTorch sees each GCD as a device.
     DevicePeaks("AMD Instinct MI250X (one GCD)", r"\bmi250x\b", "gfx90a", 191.5, 191.5, 47.9, None, 1638.4, 32.0, 1, f"{_AMD_SPECS}/mi200/mi250x.html"),
     DevicePeaks("AMD Instinct MI250 (one GCD)", r"\bmi250\b", "gfx90a", 181.0, 181.0, 45.3, None, 1638.4, 32.0, 1, f"{_AMD_SPECS}/mi200/mi250.html"),
@@ -64,8 +67,8 @@ PEAKS: tuple[DevicePeaks, ...] = (
     DevicePeaks("NVIDIA A100 80GB PCIe", r"\ba100\b.*\b80gb\b.*\bpcie\b", "sm_80", 312.0, 312.0, 19.5, None, 1935.0, 32.0, 1, f"{_NVIDIA_SPECS}/a100/"),
 )
 
-# Partitions of a device in each compute mode (CPX gives every XCD its own device).
-_PARTITIONS = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4}
+# Partitions of a package in each compute mode (CPX gives every XCD its own device).
+PARTITION_COUNTS = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4}
 
 
 def find_peaks(name: str, arch: str) -> DevicePeaks | None:
@@ -77,15 +80,23 @@ def find_peaks(name: str, arch: str) -> DevicePeaks | None:
     return None
 
 
-def partition_share(row: DevicePeaks, compute_partition: str | None) -> float | None:
-    """Fraction of the package one partition gets: 1 for SPX (or none), 1/8 for CPX on MI300X."""
+def partition_count(row: DevicePeaks, compute_partition: str | None) -> int | None:
+    """How many devices a package shows in a compute mode: 1 for SPX (or none), 8 for CPX on MI300X."""
     mode = (compute_partition or "spx").strip().lower()
     if mode in ("", "n/a"):
         mode = "spx"
-    count = row.xcds if mode == "cpx" else _PARTITIONS.get(mode)
-    if count is None or count > row.xcds:
-        return None
-    return 1.0 / count
+    count = row.xcds if mode == "cpx" else PARTITION_COUNTS.get(mode)
+    return None if count is None or count > row.xcds else count
+
+
+def partition_share(row: DevicePeaks, compute_partition: str | None, compute_units: int | None = None) -> float | None:
+    """Fraction of the package one device gets: its share of the package's CUs where both counts are
+    known (38 of 304 on an MI300X CPX partition, whatever mode was or was not reported), else
+    1 / the mode's partition count."""
+    if row.compute_units and compute_units and 0 < compute_units <= row.compute_units:
+        return compute_units / row.compute_units
+    count = partition_count(row, compute_partition)
+    return None if count is None else 1.0 / count
 
 
 def peak_for(device: DeviceInfo, kind: str) -> float | None:
@@ -100,7 +111,7 @@ def peak_for(device: DeviceInfo, kind: str) -> float | None:
     value = row.value(kind)
     if value is None or kind == "host_link":
         return value
-    share = partition_share(row, device.compute_partition)
+    share = partition_share(row, device.compute_partition, device.compute_units)
     if share is None or (kind == "memory" and share != 1.0):
         return None
     return round(value * share, 2)

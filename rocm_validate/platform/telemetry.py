@@ -2,9 +2,12 @@
 software regression.
 
 Sources: amdsmi (ROCm) and nvidia-ml-py's `pynvml` (CUDA). Either may be missing or refuse a
-query (virtual machines, containers without the management device); then telemetry is
-`None` with the reason, and measurements go on. The functions that turn raw readings into a
-`TelemetrySample` are pure and unit-tested with the dictionaries the libraries return.
+query (virtual machines, containers without the management device). Each field is read on its
+own: one the library refuses (the power cap of an SR-IOV guest) is listed in the sample's
+`unavailable` and not asked again, and the others are kept; only when no field can be read is
+telemetry `None` with the reason, and measurements go on. The functions that turn raw
+readings into a `TelemetrySample` are pure and unit-tested with the dictionaries the libraries
+return.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from rocm_validate.platform.amd_tools import normalize_bdf
+from rocm_validate.platform.amdsmi_import import import_amdsmi
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
+from rocm_validate.platform.probing import one_line
 
 # nvmlClocksEventReasons bits (nvml.h); "idle" and "applications-clocks" are not slowdowns.
 NVML_REASONS: tuple[tuple[int, str], ...] = (
@@ -42,6 +47,7 @@ class TelemetrySample:
     temperature_c: float | None = None  # GPU core (NVIDIA) / hotspot (AMD)
     power_w: float | None = None
     reasons: tuple[str, ...] = ()  # active clock-limiting reasons, where the library says
+    unavailable: tuple[str, ...] = ()  # readings the library refused: "power: AmdSmiLibraryException: ..."
 
     @property
     def slowdowns(self) -> tuple[str, ...]:
@@ -52,6 +58,7 @@ class TelemetrySample:
         data = asdict(self)
         data["reasons"] = list(self.reasons)
         data["slowdowns"] = list(self.slowdowns)
+        data["unavailable"] = list(self.unavailable)
         return data
 
 
@@ -89,7 +96,7 @@ def nvml_sample(readings: Mapping[str, Any]) -> TelemetrySample:
 
 
 def _clock_of(info: Any) -> float | None:
-    """amdsmi_get_clock_info result: 'clk' (ROCm 6+) or 'cur_clk' (ROCm 5.7)."""
+    """amdsmi_get_clock_info result: 'clk' (ROCm 6.2+) or 'cur_clk' (ROCm 6.1 and before)."""
     if not isinstance(info, Mapping):
         return _reading(info)
     return _reading(info.get("clk", info.get("cur_clk")))
@@ -154,22 +161,40 @@ class NoTelemetry:
 
 
 class _Reader:
-    """Shared behaviour: a reading that fails turns the source off with the reason, once."""
+    """Reads a sample field by field: a field whose call raises is recorded as unavailable (with
+    the reason, once) and not called again, the others are kept; when no field can be read the
+    source turns off with the reasons."""
 
-    def __init__(self, source: str, read: Callable[[], TelemetrySample], close: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        source: str,
+        fields: Mapping[str, Callable[[], Any]],
+        build: Callable[[Mapping[str, Any]], TelemetrySample],
+        close: Callable[[], None],
+    ) -> None:
         self.source = source
-        self._read = read
+        self._fields = dict(fields)
+        self._build = build
         self._close = close
+        self.unavailable: dict[str, str] = {}
         self.reason = ""
 
     def sample(self) -> TelemetrySample | None:
         if self.reason:
             return None
-        try:
-            return self._read()
-        except Exception as exc:  # noqa: BLE001 - a management library failing must not fail a measurement
-            self.reason = f"{self.source} reading failed: {type(exc).__name__}: {exc}"
+        readings: dict[str, Any] = {}
+        for name, read in self._fields.items():
+            if name in self.unavailable:
+                continue
+            try:
+                readings[name] = read()
+            except Exception as exc:  # noqa: BLE001 - a management library failing must not fail a measurement
+                self.unavailable[name] = one_line(exc)
+        refused = tuple(f"{name}: {why}" for name, why in self.unavailable.items())
+        if not readings:
+            self.reason = f"{self.source} reading failed: {'; '.join(refused)}"
             return None
+        return replace(self._build(readings), unavailable=refused)
 
     def close(self) -> None:
         try:
@@ -202,22 +227,23 @@ def _open_nvml(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
     )
 
-    def read() -> TelemetrySample:
-        return nvml_sample(
-            {
-                "sm_clock": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-                "mem_clock": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-                "temperature": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-                "power_mw": pynvml.nvmlDeviceGetPowerUsage(handle),
-                "reasons": reasons_call(handle),
-            }
-        )
-
-    return _Reader("nvidia-ml-py", read, pynvml.nvmlShutdown)
+    fields = {
+        "sm_clock": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "mem_clock": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        "temperature": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+        "power_mw": lambda: pynvml.nvmlDeviceGetPowerUsage(handle),
+        "reasons": lambda: reasons_call(handle),
+    }
+    return _Reader("nvidia-ml-py", fields, nvml_sample, pynvml.nvmlShutdown)
 
 
-def _open_amdsmi(device: DeviceInfo) -> Telemetry:
-    amdsmi = importlib.import_module("amdsmi")
+def amdsmi_readings(readings: Mapping[str, Any]) -> TelemetrySample:
+    """The readings `_open_amdsmi` takes (gfx_clock, memory_clock, temperature, power), any of them absent."""
+    return amdsmi_sample(readings.get("gfx_clock"), readings.get("memory_clock"), readings.get("temperature"), readings.get("power"))
+
+
+def _open_amdsmi(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
+    amdsmi = import_amdsmi(env).module
     amdsmi.amdsmi_init()
     wanted = normalize_bdf(device.pci_bus_id)
     handles = list(amdsmi.amdsmi_get_processor_handles())
@@ -227,17 +253,15 @@ def _open_amdsmi(device: DeviceInfo) -> Telemetry:
         raise LookupError(f"no amdsmi device at PCI address {device.pci_bus_id or 'unknown'}")
     handle = matches[0]
 
-    def read() -> TelemetrySample:
-        return amdsmi_sample(
-            amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.GFX),
-            amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.MEM),
-            amdsmi.amdsmi_get_temp_metric(
-                handle, amdsmi.AmdSmiTemperatureType.HOTSPOT, amdsmi.AmdSmiTemperatureMetric.CURRENT
-            ),
-            amdsmi.amdsmi_get_power_info(handle),
-        )
-
-    return _Reader("amdsmi", read, amdsmi.amdsmi_shut_down)
+    fields = {
+        "gfx_clock": lambda: amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.GFX),
+        "memory_clock": lambda: amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.MEM),
+        "temperature": lambda: amdsmi.amdsmi_get_temp_metric(
+            handle, amdsmi.AmdSmiTemperatureType.HOTSPOT, amdsmi.AmdSmiTemperatureMetric.CURRENT
+        ),
+        "power": lambda: amdsmi.amdsmi_get_power_info(handle),
+    }
+    return _Reader("amdsmi", fields, amdsmi_readings, amdsmi.amdsmi_shut_down)
 
 
 def open_telemetry(device: DeviceInfo, env: Mapping[str, str] | None = None) -> Telemetry:
@@ -245,15 +269,16 @@ def open_telemetry(device: DeviceInfo, env: Mapping[str, str] | None = None) -> 
     if not device.is_gpu:
         return NoTelemetry("the CPU has no clock telemetry here")
     library = "amdsmi" if device.backend == "rocm" else "nvidia-ml-py"
+    env = dict(os.environ if env is None else env)
     try:
         if device.backend == "rocm":
-            telemetry = _open_amdsmi(device)
+            telemetry = _open_amdsmi(device, env)
         else:
-            telemetry = _open_nvml(device, dict(os.environ if env is None else env))
+            telemetry = _open_nvml(device, env)
     except ModuleNotFoundError:
         return NoTelemetry(f"{library} is not installed; pip install rocm-validate[{'amd' if library == 'amdsmi' else 'nvidia'}]")
     except Exception as exc:  # noqa: BLE001 - any library failure just means no telemetry
-        return NoTelemetry(f"{library} unavailable: {type(exc).__name__}: {exc}")
+        return NoTelemetry(f"{library} unavailable: {one_line(exc)}")
     if telemetry.sample() is None:
         telemetry.close()
         return NoTelemetry(telemetry.reason)

@@ -1,0 +1,257 @@
+"""Describe a node from its saved tool outputs, without torch or a GPU; and save those outputs.
+
+`rocm-validate bundle DIR` runs, on a node, the commands of `SAVED_OUTPUTS` (each with a
+timeout) and saves what each printed in a file named by the command, plus `bundle.json`: what
+ran, for how long, and what was missing or failed. A platform team attaches the folder to a
+ticket; `rocm-validate devices --from DIR` then describes the node anywhere, with the parsers
+live discovery uses (`amd_tools`, `nvidia_tools`) and the same `build_gpu_info`. A file, or a
+part of one, that does not parse is an error in the description, never a crash.
+
+An offline description carries the hardware and driver facts the tools print; the software
+stack (torch, HIP / CUDA runtime, BLAS and attention libraries, `_scaled_mm`) is left empty,
+since no torch ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from rocm_validate.platform import amd_tools, arch, partitions
+from rocm_validate.platform.amd_tools import AmdGpuFacts
+from rocm_validate.platform.devices import (
+    DeviceInfo,
+    NvmlFacts,
+    StackFacts,
+    TorchGpuFacts,
+    build_gpu_info,
+    run_tool,
+    visibility,
+)
+from rocm_validate.platform.nvidia_tools import NvidiaGpuFacts, NvidiaSmiLog, parse_nvidia_smi_xml
+from rocm_validate.platform.probing import ProbeErrors, one_line
+
+_ROCM_SMI = ("rocm-smi", "--showproductname", "--showdriverversion", "--showbus", "--showmeminfo", "vram")
+_ROCM_SMI_PARTITIONS = ("--showcomputepartition", "--showmemorypartition")
+MANIFEST = "bundle.json"
+
+
+@dataclass(frozen=True)
+class SavedOutput:
+    """One file of a bundle and the commands that print it, tried in order (an older release
+    that refuses the first gets the next)."""
+
+    file: str
+    commands: tuple[tuple[str, ...], ...]
+
+
+SAVED_OUTPUTS: tuple[SavedOutput, ...] = (
+    SavedOutput("amd-smi-static.json", (amd_tools.AMD_SMI_STATIC_JSON, amd_tools.AMD_SMI_STATIC_JSON_PLAIN)),
+    SavedOutput("amd-smi-static.txt", (("amd-smi", "static", *amd_tools.AMD_SMI_STATIC_SECTIONS), ("amd-smi", "static"))),
+    SavedOutput("amd-smi-list.txt", (("amd-smi", "list", "-e"), ("amd-smi", "list"))),
+    SavedOutput("rocminfo.txt", (("rocminfo",),)),
+    SavedOutput("rocm-smi.json", ((*_ROCM_SMI, *_ROCM_SMI_PARTITIONS, "--json"), (*_ROCM_SMI, "--json"))),
+    SavedOutput("rocm-smi.txt", ((*_ROCM_SMI, *_ROCM_SMI_PARTITIONS), _ROCM_SMI)),
+    SavedOutput("nvidia-smi.xml", (("nvidia-smi", "-q", "-x"),)),
+)
+KNOWN_FILES = tuple(output.file for output in SAVED_OUTPUTS)
+
+# The AMD outputs in the order their facts are trusted: the first that lists GPUs sets the list
+# (and the GPU count), the others fill its gaps, matched by PCI address or, without one, by order.
+_AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
+    ("amd-smi-static.json", amd_tools.parse_amd_smi_static_json),
+    ("amd-smi-static.txt", amd_tools.parse_amd_smi_static_text),
+    ("rocminfo.txt", amd_tools.parse_rocminfo),
+    ("rocm-smi.json", amd_tools.parse_rocm_smi_json),
+    ("rocm-smi.txt", amd_tools.parse_rocm_smi_text),
+    ("amd-smi-list.txt", amd_tools.parse_amd_smi_list),
+)
+
+
+@dataclass(frozen=True)
+class OfflineNode:
+    """A node as its saved outputs describe it."""
+
+    files: tuple[str, ...]  # the known files that were read
+    devices: tuple[DeviceInfo, ...]
+    errors: tuple[str, ...]  # every problem once: unreadable files ('file: Type: message') and parts of them
+
+
+def read_saved_outputs(folder: Path) -> dict[str, str]:
+    """The known files in `folder`, by name; other files are not read."""
+    return {name: (folder / name).read_text(errors="replace") for name in KNOWN_FILES if (folder / name).is_file()}
+
+
+def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
+    """The GPUs that saved tool outputs (file name -> text) describe. Pure: no tool runs."""
+    errors = ProbeErrors()
+    amd = _merged_amd_facts(outputs, errors)
+    nvidia: NvidiaSmiLog | None = None
+    if "nvidia-smi.xml" in outputs:
+        nvidia = errors.run("nvidia-smi.xml", lambda: parse_nvidia_smi_xml(outputs["nvidia-smi.xml"]))
+    unreadable = tuple(errors.messages)
+    devices = [_amd_device(facts, position, unreadable) for position, facts in enumerate(amd)]
+    if nvidia is not None:
+        devices += [_nvidia_device(gpu, nvidia, unreadable) for gpu in nvidia.gpus]
+    every_error = tuple(dict.fromkeys(error for found in (unreadable, *(d.errors for d in devices)) for error in found))
+    return OfflineNode(tuple(name for name in KNOWN_FILES if name in outputs), tuple(devices), every_error)
+
+
+def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]:
+    listings = [errors.run(name, partial(parse, outputs[name]), []) for name, parse in _AMD_PARSERS if name in outputs]
+    listings = [listing for listing in listings if listing]
+    if not listings:
+        return []
+    merged, *others = listings
+    for other in others:
+        matched = amd_tools.match_facts([f.bdf for f in merged], other)
+        merged = [amd_tools.merge_facts(f, m) if m is not None else f for f, m in zip(merged, matched)]
+    return _modes_from_shared_addresses(merged)
+
+
+def _modes_from_shared_addresses(facts: list[AmdGpuFacts]) -> list[AmdGpuFacts]:
+    """The compute mode of GPUs no tool gave one for, and whose CU count is not known either,
+    inferred from how many of them a listing puts behind one PCI device (three MI300A partitions
+    at 0000:01:00 are TPX)."""
+    counts = Counter(amd_tools.pci_device_address(f.bdf) for f in facts if f.bdf)
+    result = []
+    for f in facts:
+        mode = None
+        if f.bdf and f.arch and not (f.compute_partition or f.memory_partition or f.compute_units):
+            address = amd_tools.pci_device_address(f.bdf)
+            mode = partitions.infer_from_shared_address(f.market_name or "", f.arch, counts[address], address)
+        result.append(f if mode is None else replace(f, compute_partition=mode.compute, partition_source=mode.source))
+    return result
+
+
+def _tools_only(info: DeviceInfo, sources: tuple[str, ...]) -> DeviceInfo:
+    """A device built from tool facts alone: no torch ran, so the software stack stays empty."""
+    return replace(
+        info,
+        torch_version=None,
+        runtime_version=None,
+        collective_library=None,
+        libraries=(),
+        scaled_mm=False,
+        attention_backends=("math",),
+        attention_library=None,
+        preferred_blas=None,
+        sources=sources,
+    )
+
+
+def _amd_device(amd: AmdGpuFacts, position: int, errors: tuple[str, ...]) -> DeviceInfo:
+    """One AMD GPU from the saved outputs; the tools' facts stand where torch's would."""
+    as_torch = TorchGpuFacts(
+        index=position,
+        name=amd.market_name or "AMD GPU",
+        major=0,
+        minor=0,
+        total_memory=0,
+        multi_processor_count=0,
+        gcn_arch_name=amd.arch or "unknown",
+    )
+    info = build_gpu_info(as_torch, StackFacts(backend="rocm", torch_version="", runtime_version=None), {}, amd=amd, errors=errors)
+    return _tools_only(info, tuple(f"saved {source}" for source in amd.source.split("+")))
+
+
+def _nvidia_device(gpu: NvidiaGpuFacts, log: NvidiaSmiLog, errors: tuple[str, ...]) -> DeviceInfo:
+    """One NVIDIA GPU from `nvidia-smi -q -x`; an architecture of several capabilities leaves the arch unknown."""
+    major, minor = gpu.capability or (0, 0)
+    as_torch = TorchGpuFacts(
+        index=gpu.index,
+        name=gpu.name,
+        major=major,
+        minor=minor,
+        total_memory=gpu.memory_bytes or 0,
+        multi_processor_count=0,
+        pci_bus_id=gpu.pci_bus_id,
+        uuid=gpu.uuid,
+    )
+    nvml = NvmlFacts(log.driver_version, gpu.max_clock_mhz, gpu.max_memory_clock_mhz, gpu.pci_bus_id)
+    info = build_gpu_info(as_torch, StackFacts(backend="cuda", torch_version="", runtime_version=None), {}, nvml=nvml, errors=errors)
+    if gpu.capability is None:
+        problem = f"nvidia-smi.xml: GPU {gpu.index}: no compute capability for architecture {gpu.architecture or 'unknown'}"
+        info = replace(
+            info, arch="unknown", device_key=arch.device_key("cuda", gpu.name, "unknown"), fp8_formats=(), errors=(*info.errors, problem)
+        )
+    return _tools_only(info, ("saved nvidia-smi -q -x",))
+
+
+# --- saving a bundle on a node ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SavedCommand:
+    """What happened to one file of a bundle."""
+
+    file: str
+    command: str  # the command whose output was saved, or the last one tried
+    status: str  # "saved", "missing" (tool not on PATH), "failed", "timeout"
+    seconds: float
+    detail: str = ""  # why it failed, each command tried
+
+
+def save_outputs(
+    folder: Path,
+    timeout_s: float = 60.0,
+    run: Callable[[list[str], float], str] = run_tool,
+    env: Mapping[str, str] | None = None,
+) -> tuple[SavedCommand, ...]:
+    """Run every command of SAVED_OUTPUTS, save what each printed in `folder`, and write the
+    manifest (bundle.json). A missing tool, a failure or a timeout is recorded, never raised."""
+    folder.mkdir(parents=True, exist_ok=True)
+    records = tuple(_save_one(folder, output, timeout_s, run) for output in SAVED_OUTPUTS)
+    manifest = bundle_manifest(records, dict(os.environ if env is None else env))
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return records
+
+
+def _save_one(folder: Path, output: SavedOutput, timeout_s: float, run: Callable[[list[str], float], str]) -> SavedCommand:
+    tried: list[str] = []
+    started = time.monotonic()
+    status, command = "failed", ""
+    for argv in output.commands:
+        command = " ".join(argv)
+        try:
+            text = run(list(argv), timeout_s)
+        except FileNotFoundError:
+            status = "missing"
+            tried.append(f"{command}: {argv[0]} not on PATH")
+            break
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+            tried.append(f"{command}: no answer in {timeout_s:g} s")
+            break
+        except Exception as exc:  # noqa: BLE001 - a tool failing is recorded, and the next form tried
+            tried.append(f"{command}: {one_line(exc)}")
+            continue
+        (folder / output.file).write_text(text)
+        return SavedCommand(output.file, command, "saved", round(time.monotonic() - started, 3), "; ".join(tried))
+    return SavedCommand(output.file, command, status, round(time.monotonic() - started, 3), "; ".join(tried))
+
+
+def bundle_manifest(records: tuple[SavedCommand, ...], env: Mapping[str, str]) -> dict[str, Any]:
+    """What a bundle says about itself: the node, the variables in force and each command's fate."""
+    rocm = Path(env.get("ROCM_PATH") or "/opt/rocm") / ".info" / "version"
+    try:
+        rocm_version: str | None = rocm.read_text().strip() or None
+    except OSError:
+        rocm_version = None
+    return {
+        "schema": "rocm-validate/bundle/1",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "rocm_version": rocm_version,
+        "variables": dict(visibility(env)),
+        "outputs": [asdict(record) for record in records],
+    }
