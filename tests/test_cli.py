@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import pytest
-
 from rocm_validate.cli import main as cli
 from rocm_validate.results import jsonfile
 from rocm_validate.results.report import DEVICES_SCHEMA
