@@ -9,11 +9,14 @@ library) are all decided here, from a `DeviceInfo` and the platform rules of
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rocm_validate.errors import MarkerUsageError
 from rocm_validate.platform import capabilities
 from rocm_validate.platform.devices import DeviceInfo
+
+if TYPE_CHECKING:
+    from rocm_validate.workloads.fp8_recipes import Fp8Recipe
 
 MARKERS: dict[str, str] = {
     "rocm_suite(name)": "assign a test to a suite (correctness, perf, convergence) outside suites/<name>/",
@@ -146,3 +149,21 @@ def library_skip_reason(module: str, purpose: str, error: BaseException) -> str:
 def refusal_skip_reason(what: str, refusal: BaseException) -> str:
     """A backend or library that declined the case (`errors.PlatformRefusal`)."""
     return f"needs {what}, found it refuses: {refusal}"
+
+
+def missing_library_skip_reason(package: str, purpose: str, install: str) -> str:
+    """An optional library that is not installed at all (one that is installed but broken fails)."""
+    return f"needs {package} to {purpose}, found it not installed ({install})"
+
+
+def fp8_recipe_skip_reason(device: DeviceInfo, recipe: Fp8Recipe) -> str | None:
+    """Why an FP8 training recipe cannot run on `device`: no native FP8, no GPU for a GPU-only
+    library, not an arch the recipe is limited to (MXFP8), or no `_scaled_mm` with its scaling."""
+    reason = fp8_skip_reason(device)
+    if reason is None and recipe.needs_gpu:
+        reason = requires_gpu(device)
+    if reason is None and recipe.archs:
+        reason = requires_arch(device, recipe.archs)
+    if reason is None and recipe.scaling:
+        reason = scaled_mm_skip_reason(device, recipe.scaling, "bfloat16" if device.is_gpu else "float32")
+    return None if reason is None else f"{recipe.name}: {reason}"
