@@ -5,8 +5,8 @@
   (row-wise, with the weight gradient computed in high precision). torchao picks its FP8 dtypes
   once per process from a device check of its own, so the config is rebuilt here with the
   device's formats (`DeviceInfo.fp8_formats`: fnuz on gfx942, OCP elsewhere).
-* Transformer Engine: current scaling, delayed scaling and MXFP8 block scaling (gfx950 and
-  NVIDIA sm_100+ only), its `te.Linear` swapped in for every `nn.Linear` and run under TE's
+* Transformer Engine: current scaling, delayed scaling and MXFP8 block scaling (gfx950 and NVIDIA
+  Blackwell only), its `te.Linear` swapped in for every `nn.Linear` and run under TE's
   FP8 autocast. TE chooses fnuz on gfx942 itself.
 * The project's own eager delayed-scaling recipe (`rocm_validate.workloads.fp8.Fp8Linear`), the
   numerics reference.
@@ -76,7 +76,7 @@ RECIPES: dict[str, Fp8Recipe] = {
                   "Transformer Engine DelayedScaling (HYBRID, amax history 16, max)", needs_gpu=True),
         Fp8Recipe("te-mxfp8", "transformer_engine", "mxfp8",
                   "Transformer Engine MXFP8BlockScaling (32-element blocks, E8M0 scales)",
-                  archs=("gfx950", "sm_10", "sm_12"), needs_gpu=True),
+                  archs=("gfx950", "sm_100", "sm_103", "sm_120", "sm_121"), needs_gpu=True),
         Fp8Recipe("project-delayed", "rocm_validate", "delayed",
                   "rocm_validate's eager delayed-scaling Fp8Linear (E4M3 forward, E5M2 gradients)"),
     )

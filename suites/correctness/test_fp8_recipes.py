@@ -1,6 +1,6 @@
 """FP8 training recipes as users run them: torchao's float8 training (tensor-wise, row-wise,
 row-wise with a high-precision weight gradient) in the device's FP8 formats, Transformer Engine's
-(current scaling, delayed scaling, MXFP8 on gfx950 / sm_100+) and the project's delayed-scaling
+(current scaling, delayed scaling, MXFP8 on gfx950 and NVIDIA Blackwell) and the project's delayed-scaling
 recipe, each on a Llama-3.1-8B-shaped FFN block and decoder layer (tiny on the CPU) forward and
 backward against the block in float64: SQNR of the output and of every gradient, overall and in
 its worst 128 x 128 tile, and a few AdamW steps compared on loss. torchao's recipes are also
