@@ -362,7 +362,7 @@ def block_pass(block: torch.nn.Module, x: torch.Tensor, upstream: torch.Tensor,
     x = x.detach().requires_grad_(True)
     names, params = zip(*block.named_parameters())
     with context():
-        out = (run or block)(x)
+        out = (block if run is None else run)(x)
     grads = torch.autograd.grad(out, (x, *params), upstream)
     return {"out": out.detach(), "grad_input": grads[0], **{f"grad.{n}": g for n, g in zip(names, grads[1:])}}
 

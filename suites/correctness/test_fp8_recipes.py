@@ -56,13 +56,18 @@ def _case(rocm_device: Any, name: str, kind: str, compiled: bool = False) -> Rec
                       training_dtype(rocm_device.backend), compiled)
 
 
+def _check(rocm_device: Any, torch_device: Any, case: RecipeCase, check: Callable[..., Any]) -> None:
+    """Run a recipe check on this device and fail with every comparison that failed."""
+    found = _run_or_skip_if_missing(lambda: check(case, torch_device, rocm_device.backend, rocm_device.arch),
+                                    case.recipe)
+    assert_passed(found if isinstance(found, list) else [found])
+
+
 @pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("kind", BLOCKS)
-def test_fp8_recipe_tracks_the_float64_block(rocm_device, torch_device, kind, recipe):
-    case = _case(rocm_device, recipe, kind)
-    results = _run_or_skip_if_missing(
-        lambda: check_recipe_block(case, torch_device, rocm_device.backend, rocm_device.arch), case.recipe)
-    assert_passed(results)
+@pytest.mark.parametrize("check", [check_recipe_block, check_recipe_training], ids=["forward_backward", "training_loss"])
+def test_fp8_recipe_tracks_the_float64_block(rocm_device, torch_device, check, kind, recipe):
+    _check(rocm_device, torch_device, _case(rocm_device, recipe, kind), check)
 
 
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
@@ -70,22 +75,10 @@ def test_compiled_torchao_recipe_tracks_the_float64_ffn(rocm_device, torch_devic
     reason = requires_gpu(rocm_device)
     if reason:
         pytest.skip(f"compiled torchao float8 is checked where users compile it: {reason}")
-    case = _case(rocm_device, recipe, "ffn", compiled=True)
     try:
-        results = _run_or_skip_if_missing(
-            lambda: check_recipe_block(case, torch_device, rocm_device.backend, rocm_device.arch), case.recipe)
+        _check(rocm_device, torch_device, _case(rocm_device, recipe, "ffn", compiled=True), check_recipe_block)
     finally:
         torch._dynamo.reset()
-    assert_passed(results)
-
-
-@pytest.mark.parametrize("recipe", RECIPES)
-@pytest.mark.parametrize("kind", BLOCKS)
-def test_fp8_recipe_trains_like_float64(rocm_device, torch_device, kind, recipe):
-    case = _case(rocm_device, recipe, kind)
-    result = _run_or_skip_if_missing(
-        lambda: check_recipe_training(case, torch_device, rocm_device.backend, rocm_device.arch), case.recipe)
-    assert_passed([result])
 
 
 @pytest.mark.parametrize("recipe", LIBRARY_RECIPES)
