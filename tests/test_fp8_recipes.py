@@ -16,6 +16,7 @@ import torch
 from rocm_validate.convergence import minibert
 from rocm_validate.core.requirements import fp8_recipe_skip_reason, missing_library_skip_reason
 from rocm_validate.correctness import fp8 as checks
+from rocm_validate.correctness.tolerances import Rule, Tolerance, tolerance_for
 from rocm_validate.platform import capabilities
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads import fp8, fp8_recipes
@@ -229,3 +230,17 @@ def test_a_planted_wrong_scale_is_removed_afterwards():
     with pytest.raises(ValueError, match="not te-current"):
         with fp8_recipes.wrong_weight_scale(RECIPES["te-current"]):
             pass
+
+
+# --- floors ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("part", ["out", "grad_input", "grad_weight", "tile", "loss"])
+@pytest.mark.parametrize("kind", fp8_recipes.BLOCKS)
+def test_every_recipe_check_has_a_provisional_floor_that_one_recipe_can_override(kind, part):
+    check = f"fp8_recipe.{kind}.{part}"
+    general = tolerance_for(check, "rocm", "gfx942", "torchao-rowwise")
+    assert "awaits the H100 measurement" in general.source
+    own = Rule(check, Tolerance(k=None, min_sqnr_db=30.0, source="measured"), library="torchao-rowwise")
+    assert tolerance_for(check, "rocm", "gfx942", "torchao-rowwise", rules=[own]).min_sqnr_db == 30.0
+    assert tolerance_for(check, "rocm", "gfx942", "torchao-tensorwise", rules=[own]) == general
