@@ -274,16 +274,18 @@ class LlamaBlock(torch.nn.Module):
 
 
 def llama_block(kind: str, scale: str, device: Any, seed: int = 0) -> LlamaBlock:
-    """A Llama block in float32 on `device`, linear weights drawn N(0, 0.02) as Llama initialises
-    them (config.initializer_range), RMSNorm weights 1; seeded without touching the global RNG."""
+    """A Llama block in float32, built on `device`, linear weights drawn N(0, 0.02) as Llama
+    initialises them (config.initializer_range), RMSNorm weights 1; seeded without touching the
+    global RNG."""
     config = llama_config(scale)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    target = torch.device(device)
+    with torch.random.fork_rng(devices=[target] if target.type == "cuda" else []), target:
+        torch.manual_seed(seed)  # built on the device: a full-size decoder layer is 218M weights
         block = LlamaBlock(kind, config)
         for module in block.modules():
             if isinstance(module, torch.nn.Linear):
                 torch.nn.init.normal_(module.weight, std=config.initializer_range)
-    return block.to(device)
+    return block
 
 
 # ---------------------------------------------------------------------------------------------
