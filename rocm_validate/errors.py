@@ -82,5 +82,15 @@ class BackendRefused(PlatformRefusal):
     """An SDPA backend declined the case (PyTorch found no kernel for it)."""
 
 
+class LibraryMissing(PlatformRefusal):
+    """An optional library is not installed at all (one that is installed but broken raises its
+    own error: that is a failure of the stack, not a reason to skip)."""
+
+    def __init__(self, package: str, install: str = "") -> None:
+        super().__init__(f"{package} is not installed" + (f" ({install})" if install else ""))
+        self.package = package
+        self.install = install
+
+
 class BlasUnavailable(PlatformRefusal):
     """PyTorch did not switch to the asked BLAS library (not built in, or not on this arch)."""

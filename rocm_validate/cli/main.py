@@ -10,6 +10,7 @@ from rocm_validate import __version__
 from rocm_validate.cli import bundle, devices, mlperf_score
 from rocm_validate.errors import CommandError
 
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocm-validate", description=__doc__)
     parser.add_argument("--version", action="version", version=f"rocm-validate {__version__}")

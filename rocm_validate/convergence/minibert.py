@@ -30,6 +30,9 @@ import torch
 import torch.nn.functional as F
 
 from rocm_validate.convergence.mlperf import mllog_writer
+from rocm_validate.errors import LibraryMissing
+from rocm_validate.workloads import fp8, fp8_recipes
+from rocm_validate.workloads.fp8_recipes import Fp8Recipe
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 FIRST_WORD = 4
@@ -303,8 +306,27 @@ CANDIDATES: tuple[Candidate, ...] = (
     Candidate("bf16-autocast", "bf16 autocast for forward and loss, fp32 weights", autocast="bfloat16"),
     Candidate("fused-adamw", "fused AdamW kernel", fused_optimizer=True),
     Candidate("torch-compile", "torch.compile of the model (compiled once, re-initialised per seed)", compile=True),
-    Candidate("fp8-linear", "FP8 linear layers (rocm_validate.workloads.fp8) in the device's FP8 formats", fp8_linear=True),
+    Candidate(
+        "fp8-linear",
+        "FP8 linear layers in the device's FP8 formats: torchao's tensor-wise float8 training where torchao is "
+        "installed and the device has _scaled_mm, else rocm_validate's delayed-scaling recipe",
+        fp8_linear=True,
+    ),
 )
+
+
+def fp8_training_recipe(device: torch.device) -> Fp8Recipe:
+    """The FP8 recipe the fp8-linear candidate trains with: torchao's tensor-wise recipe, as users
+    run FP8 training, where torchao is installed and `_scaled_mm` runs on `device`; the project's
+    delayed-scaling recipe otherwise (it emulates the FP8 GEMM where there is no `_scaled_mm`).
+    An installed torchao that fails to import raises."""
+    if not fp8.scaled_mm_usable(device.type, device.index):
+        return fp8_recipes.RECIPES[fp8_recipes.PROJECT_RECIPE]
+    try:
+        fp8_recipes.import_library("torchao.float8")
+    except LibraryMissing:
+        return fp8_recipes.RECIPES[fp8_recipes.PROJECT_RECIPE]
+    return fp8_recipes.RECIPES["torchao-tensorwise"]
 
 
 # --- training -----------------------------------------------------------------------------------
@@ -356,6 +378,12 @@ class Trainer:
         self.corpus = generate_corpus(spec.corpus)
         self.held_out = self.corpus.held_out.to(device)
         self._compiled: tuple[MaskedLM, Callable[..., torch.Tensor]] | None = None
+        self.fp8_recipe = fp8_training_recipe(device) if candidate.fp8_linear else None
+
+    @property
+    def label(self) -> str:
+        """The candidate's name, with the FP8 recipe it trains with: 'fp8-linear (torchao-tensorwise)'."""
+        return self.candidate.name + (f" ({self.fp8_recipe.name})" if self.fp8_recipe else "")
 
     def model_for(self, seed: int) -> tuple[MaskedLM, Callable[..., torch.Tensor]]:
         """The model initialised from `seed`, and the callable that runs it."""
@@ -368,11 +396,9 @@ class Trainer:
             self._compiled[0].bert.load_state_dict(fresh.state_dict())
             return self._compiled
         module = MaskedLM(fresh.to(self.device))
-        if self.candidate.fp8_linear:
-            from rocm_validate.workloads.fp8 import convert_to_fp8_linear
-
-            if convert_to_fp8_linear(module.bert, self.fp8_formats) == 0:
-                raise RuntimeError("convert_to_fp8_linear replaced no nn.Linear in mini-BERT")
+        if self.fp8_recipe is not None:
+            if fp8_recipes.convert(module.bert, self.fp8_recipe, self.fp8_formats) == 0:
+                raise RuntimeError(f"{self.fp8_recipe.name} replaced no nn.Linear in mini-BERT")
         return module, module
 
     def _warm_up(self, module: MaskedLM, run: Callable[..., torch.Tensor]) -> None:
@@ -416,7 +442,7 @@ class Trainer:
     def run(self, seed: int, path: Path, index: int = 0, total: int = 1) -> RunOutcome:
         """Train from `seed` until the target accuracy or max_steps; write result file `path`."""
         spec, candidate = self.spec, self.candidate
-        label = f"{candidate.name} seed {index + 1}/{total}"
+        label = f"{self.label} seed {index + 1}/{total}"
         with mllog_writer(path) as log, _matmul_precision("highest"), _cpu_threads(self.device, 1):
             log.event("cache_clear", True)
             log.start("init_start")
@@ -499,7 +525,8 @@ class Trainer:
         log.event(
             "rocm_validate_benchmark",
             MARKER,
-            metadata={"definition": spec.fingerprint(), "candidate": self.candidate.name, "target_accuracy": spec.target_accuracy},
+            metadata={"definition": spec.fingerprint(), "candidate": self.candidate.name, "label": self.label,
+                      "target_accuracy": spec.target_accuracy},
         )
 
     def run_seeds(self, seeds: range, folder: Path, tolerated_failures: int) -> list[RunOutcome]:
@@ -515,7 +542,7 @@ class Trainer:
             failures = sum(not o.converged for o in outcomes)
             if failures > tolerated_failures and index + 1 < len(seeds):
                 self.progress(
-                    f"{self.candidate.name}: stopped after {index + 1} of {len(seeds)} seeds: {failures} runs missed "
+                    f"{self.label}: stopped after {index + 1} of {len(seeds)} seeds: {failures} runs missed "
                     f"the target, more than the {tolerated_failures} a run set may lose",
                     True,
                 )

@@ -9,13 +9,16 @@ library) are all decided here, from a `DeviceInfo` and the platform rules of
 from __future__ import annotations
 
 import re
-from typing import Any, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 import pytest
 
-from rocm_validate.errors import MarkerUsageError
+from rocm_validate.errors import LibraryMissing, MarkerUsageError
 from rocm_validate.platform import capabilities, probes
 from rocm_validate.platform.devices import DeviceInfo
+
+if TYPE_CHECKING:
+    from rocm_validate.workloads.fp8_recipes import Fp8Recipe
 
 MARKERS: dict[str, str] = {
     "rocm_suite(name)": "assign a test to a suite (correctness, perf, convergence) outside suites/<name>/",
@@ -165,26 +168,23 @@ def _scaled_mm_rule_reason(device: DeviceInfo, scaling: str, where: str) -> str 
     return None
 
 
-def library_skip_reason(module: str, purpose: str, error: BaseException) -> str:
+def library_skip_reason(missing: LibraryMissing, purpose: str) -> str:
     """An optional library (apex, torchao, Transformer Engine) that is not installed."""
-    return f"needs {module} to {purpose}, found it not installed ({type(error).__name__}: {error})"
+    install = f"; install it with: {missing.install}" if missing.install else ""
+    return f"needs {missing.package} to {purpose}, found it not installed{install}"
 
 
 def import_optional(module: str, purpose: str, install: str = "") -> Any:
     """Import an optional library for a check: skip when it is not installed (need vs found, with
     the command that installs it); fail when it is installed but breaks on import, since a
     broken install on a node is what the suite is there to find."""
-    import importlib
+    from rocm_validate.platform.libraries import import_library
 
     __tracebackhide__ = True
-    package = module.split(".")[0]
     try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name.split(".")[0] == package:
-            reason = library_skip_reason(package, purpose, exc)
-            pytest.skip(f"{reason}; install it with: {install}" if install else reason)
-        pytest.fail(f"{module} is installed but cannot be imported: {exc}", pytrace=False)
+        return import_library(module, install)
+    except LibraryMissing as missing:
+        pytest.skip(library_skip_reason(missing, purpose))
     except Exception as exc:  # noqa: BLE001 - an extension failing to load raises anything
         pytest.fail(f"{module} is installed but cannot be imported: {type(exc).__name__}: {exc}", pytrace=False)
 
@@ -205,3 +205,16 @@ def not_validated(reason: str) -> NoReturn:
     """Skip the test as not validated (see NotValidated)."""
     __tracebackhide__ = True
     raise NotValidated(reason)
+
+
+def fp8_recipe_skip_reason(device: DeviceInfo, recipe: Fp8Recipe) -> str | None:
+    """Why an FP8 training recipe cannot run on `device`: no native FP8, no GPU for a GPU-only
+    library, not an arch the recipe is limited to (MXFP8), or no `_scaled_mm` with its scaling."""
+    reason = fp8_skip_reason(device)
+    if reason is None and recipe.needs_gpu:
+        reason = requires_gpu(device)
+    if reason is None and recipe.archs:
+        reason = requires_arch(device, recipe.archs)
+    if reason is None and recipe.scaling:
+        reason = scaled_mm_skip_reason(device, recipe.scaling, "bfloat16" if device.is_gpu else "float32")
+    return None if reason is None else f"{recipe.name}: {reason}"

@@ -1,10 +1,14 @@
-"""FP8 checks on a device: casts, torch._scaled_mm, and FP8 linear layers.
+"""FP8 checks on a device: casts, torch._scaled_mm, FP8 linear layers and FP8 training recipes.
 
 Casts are compared bit for bit with the pure reference of `rocm_validate.workloads.fp8`. `_scaled_mm` is
 compared with the float64 emulation of the same FP8 operands (golden) measured against the float32
 emulation (reference), and with the unquantized product for SQNR. FP8 linear layers (the
 project's delayed-scaling recipe, torchao's, Transformer Engine's) are compared with nn.Linear in
-float64 by SQNR, after warm-up steps that fill the delayed-scaling history.
+float64 by SQNR, after warm-up steps that fill the delayed-scaling history. The training recipes
+of `rocm_validate.workloads.fp8_recipes` run a Llama-3.1-8B-shaped FFN block or decoder layer
+forward and backward against the block in float64 (SQNR of the output and of every gradient,
+overall and in its worst 128 x 128 tile, the training-dtype block as the reference), and train
+it a few steps, compared on loss.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ import torch
 
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
-from rocm_validate.workloads import fp8
+from rocm_validate.workloads import fp8, fp8_recipes
 from rocm_validate.workloads.fp8 import Fp8Format
+from rocm_validate.workloads.fp8_recipes import Fp8Recipe
 from rocm_validate.workloads.shapes import GemmProblem
 
 LAYOUTS = ("contiguous", "sliced", "row-offset")
@@ -318,3 +323,199 @@ def check_fp8_linear_paths(
         compare(f"fp8_linear.paths.{part} [_scaled_mm vs emulation, {shape}]", found[i], expected[i], tolerance)
         for i, part in enumerate(PARTS)
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# FP8 training recipes (torchao, Transformer Engine, the project's) on Llama-3.1-8B-shaped blocks
+
+
+@dataclass(frozen=True)
+class RecipeCase:
+    """One recipe on one Llama block: kind 'ffn' or 'decoder', scale 'full' (GPU) or 'tiny'
+    (CPU), the device's (forward, gradient) formats, the training dtype; `compiled` runs the
+    converted block under torch.compile, as torchao's users do."""
+
+    recipe: Fp8Recipe
+    kind: str
+    scale: str
+    formats: tuple[str, ...]
+    dtype: str
+    compiled: bool = False
+
+    @property
+    def label(self) -> str:
+        size = fp8_recipes.block_size(self.scale)
+        model = "llama-3.1-8b" if self.scale == "full" else f"llama-3.1-8b-{self.scale}"
+        mode = ", torch.compile" if self.compiled else ""
+        return (f"{self.recipe.name} {'/'.join(self.formats[:2])}, {model} {self.kind} {size.batch}x{size.seq} "
+                f"tokens, {self.dtype}{mode}")
+
+
+Parts = dict[str, torch.Tensor]  # 'out', 'grad_input', then 'grad.<parameter>' for every parameter
+
+
+def block_pass(block: torch.nn.Module, x: torch.Tensor, upstream: torch.Tensor,
+               run: Callable[[torch.Tensor], torch.Tensor] | None = None,
+               context: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> Parts:
+    """Forward and backward of `block` (called through `run`, e.g. its compiled form) on `x` with
+    upstream gradient `upstream`: the output, the input gradient and every parameter's gradient."""
+    x = x.detach().requires_grad_(True)
+    names, params = zip(*block.named_parameters())
+    with context():
+        out = (block if run is None else run)(x)
+    grads = torch.autograd.grad(out, (x, *params), upstream)
+    return {"out": out.detach(), "grad_input": grads[0], **{f"grad.{n}": g for n, g in zip(names, grads[1:])}}
+
+
+def _block_batches(case: RecipeCase, hidden: int, device: Any, steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    size = fp8_recipes.block_size(case.scale)
+    g = torch.Generator().manual_seed(17)
+    dtype = getattr(torch, case.dtype)
+    shape = (size.batch, size.seq, hidden)
+    return [(torch.randn(shape, generator=g).to(device, dtype), torch.randn(shape, generator=g).to(device, dtype))
+            for _ in range(steps)]
+
+
+def _converted(block: torch.nn.Module, case: RecipeCase) -> torch.nn.Module:
+    candidate = copy.deepcopy(block)
+    if fp8_recipes.convert(candidate, case.recipe, case.formats) == 0:
+        raise AssertionError(f"{case.recipe.name}: converting the {case.kind} block replaced no nn.Linear")
+    return candidate
+
+
+def recipe_block_pass(case: RecipeCase, device: Any, steps: int = 3, fault: str = "") -> tuple[Parts, Parts, Parts]:
+    """(golden, reference, candidate) of one Llama block: the block in float64, in the training
+    dtype, and converted to the recipe (optionally with a planted `fault`), on the last of `steps`
+    seeded batches with random upstream gradients (earlier ones fill delayed-scaling histories)."""
+    reference_block = fp8_recipes.llama_block(case.kind, case.scale, device).to(getattr(torch, case.dtype))
+    golden_block = copy.deepcopy(reference_block).double()
+    candidate = _converted(reference_block, case)
+    run = torch.compile(candidate) if case.compiled else candidate
+    batches = _block_batches(case, reference_block.hidden_size, device, steps)
+    planted = fp8_recipes.plant_fault(fault, candidate, case.recipe) if fault else contextlib.nullcontext()
+    with planted:
+        for x, upstream in batches:
+            found = block_pass(candidate, x, upstream, run, lambda: fp8_recipes.forward_context(case.recipe))
+    x, upstream = batches[-1]
+    reference = block_pass(reference_block, x, upstream)
+    golden = block_pass(golden_block, x.double(), upstream.double())
+    return golden, reference, found
+
+
+def _as_matrix(t: torch.Tensor) -> torch.Tensor:
+    """A tensor as rows x its last dimension (a vector as one row)."""
+    return t.reshape(-1, t.shape[-1]) if t.dim() > 1 else t.reshape(1, -1)
+
+
+def worst_tile(golden: torch.Tensor, candidate: torch.Tensor, tile: int = fp8_recipes.TILE) -> tuple[slice, slice]:
+    """Rows and columns (of the tensors as matrices) of the tile x tile block where the candidate's
+    SQNR against the golden is lowest: a zeroed or wrongly scaled tile hides in a large tensor's
+    overall SQNR, not in its own."""
+    g = _as_matrix(golden.detach().double())
+    c = _as_matrix(candidate.detach().to(g.device, torch.float64))
+    rows, cols = g.shape
+    tr, tc = min(tile, rows), min(tile, cols)
+    pad = (0, -cols % tc, 0, -rows % tr)
+
+    def per_tile(t: torch.Tensor) -> torch.Tensor:
+        padded = torch.nn.functional.pad(t, pad)
+        return padded.reshape(padded.shape[0] // tr, tr, padded.shape[1] // tc, tc).sum((1, 3))
+
+    signal, noise = per_tile(g.square()), per_tile((g - c).square())
+    ratio = torch.where(signal > 0, noise / signal, torch.where(noise > 0, math.inf, 0.0))
+    worst = int(torch.nan_to_num(ratio, nan=math.inf).reshape(-1).argmax())
+    i, j = divmod(worst, ratio.shape[1])
+    return slice(i * tr, min((i + 1) * tr, rows)), slice(j * tc, min((j + 1) * tc, cols))
+
+
+def _part_check(part: str) -> str:
+    return part if part in ("out", "grad_input") else "grad_weight"
+
+
+def compare_recipe_parts(case: RecipeCase, golden: Parts, reference: Parts, found: Parts, platform: str,
+                         arch: str) -> list[Comparison]:
+    """Output and every gradient against the float64 golden (the training-dtype reference's SQNR
+    shown beside it), each overall and in its worst 128 x 128 tile."""
+    missing = sorted(set(golden) ^ set(found))
+    if missing:
+        raise AssertionError(f"{case.recipe.name}: the converted {case.kind} block's outputs and gradients differ "
+                             f"from the original's in {', '.join(missing)}")
+    rule = f"fp8_recipe.{case.kind}"
+    tile_tolerance = tolerance_for(f"{rule}.tile", platform, arch, case.recipe.name)
+    results = []
+    for part, expected in golden.items():
+        name = part.removeprefix("grad.")
+        shown = f"[{case.label}: {name} {tuple(expected.shape)}]" if part.startswith("grad.") else f"[{case.label}]"
+        tolerance = tolerance_for(f"{rule}.{_part_check(part)}", platform, arch, case.recipe.name)
+        results.append(compare(f"{rule}.{_part_check(part)} {shown}", found[part], expected, tolerance, reference[part]))
+        rows, cols = worst_tile(expected, found[part])
+        g, c, r = (_as_matrix(t)[rows, cols] for t in (expected, found[part], reference[part]))
+        where = f"rows {rows.start}:{rows.stop} cols {cols.start}:{cols.stop}"
+        results.append(compare(f"{rule}.tile [{case.label}: {part} worst tile, {where}]", c, g, tile_tolerance, r))
+    return results
+
+
+def check_recipe_block(case: RecipeCase, device: Any, platform: str, arch: str, fault: str = "") -> list[Comparison]:
+    """An FP8 recipe on a Llama-3.1-8B-shaped FFN or decoder layer, forward and backward, by SQNR
+    against the block in float64: output, input gradient, every parameter gradient."""
+    golden, reference, found = recipe_block_pass(case, device, fault=fault)
+    return compare_recipe_parts(case, golden, reference, found, platform, arch)
+
+
+LossCurves = dict[str, list[float]]  # 'golden', 'reference', 'candidate': the loss before each step
+
+
+def _train(block: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, steps: int, warmup: int,
+           context: Callable[[], ContextManager[Any]]) -> list[float]:
+    """AdamW steps on one batch towards `target` (mean squared error in float64); `warmup`
+    forward + backward passes first, without a step, fill delayed-scaling histories."""
+    optimizer = torch.optim.AdamW(block.parameters(), lr=1e-3, weight_decay=0.0)
+    losses = []
+    for step in range(warmup + steps):
+        with context():
+            loss = (block(x).double() - target).square().mean()
+        loss.backward()
+        if step >= warmup:
+            optimizer.step()
+            losses.append(loss.item())
+        optimizer.zero_grad(set_to_none=True)
+    return losses
+
+
+def recipe_training_losses(case: RecipeCase, device: Any, steps: int = 6, fault: str = "") -> LossCurves:
+    """Loss curves of a few AdamW steps teaching the block to match another block (a teacher of
+    the same shape) on one batch: in float64, with float32 master weights in the training dtype
+    (bf16 autocast on a GPU) and converted to the recipe in the same dtype."""
+    student = fp8_recipes.llama_block(case.kind, case.scale, device, seed=0)
+    teacher = fp8_recipes.llama_block(case.kind, case.scale, device, seed=1).double()
+    size = fp8_recipes.block_size(case.scale)
+    g = torch.Generator().manual_seed(23)
+    x = torch.randn(size.batch, size.seq, student.hidden_size, generator=g).to(device)
+    with torch.no_grad():
+        target = teacher(x.double())
+    autocast = case.dtype != "float32"
+
+    def mixed() -> ContextManager[Any]:
+        return torch.autocast(x.device.type, dtype=getattr(torch, case.dtype), enabled=autocast)
+
+    candidate = _converted(student, case)
+
+    @contextlib.contextmanager
+    def recipe_context() -> Any:
+        with mixed(), fp8_recipes.forward_context(case.recipe):
+            yield
+
+    golden = _train(copy.deepcopy(student).double(), x.double(), target, steps, 0, contextlib.nullcontext)
+    planted = fp8_recipes.plant_fault(fault, candidate, case.recipe) if fault else contextlib.nullcontext()
+    with planted:
+        found = _train(candidate, x, target, steps, warmup=3, context=recipe_context)
+    return {"golden": golden, "reference": _train(student, x, target, steps, 0, mixed), "candidate": found}
+
+
+def check_recipe_training(case: RecipeCase, device: Any, platform: str, arch: str, fault: str = "") -> Comparison:
+    """The recipe's loss curve against the float64 one, step by step (training-dtype reference beside it)."""
+    curves = recipe_training_losses(case, device, fault=fault)
+    golden, reference, found = (torch.tensor(curves[k], dtype=torch.float64) for k in ("golden", "reference", "candidate"))
+    tolerance = tolerance_for(f"fp8_recipe.{case.kind}.loss", platform, arch, case.recipe.name)
+    return compare(f"fp8_recipe.{case.kind}.loss [{case.label}: {len(curves['golden'])} AdamW steps]", found, golden,
+                   tolerance, reference)

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rocm_validate.errors import DeviceError
-from rocm_validate.platform import amd_tools, amdsmi_import, arch, capabilities, partitions
+from rocm_validate.platform import (
+    amd_tools,
+    amdsmi_import,
+    arch,
+    capabilities,
+    partitions,
+)
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.probing import ProbeErrors
 

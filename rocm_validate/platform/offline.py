@@ -36,7 +36,11 @@ from rocm_validate.platform.devices import (
     run_tool,
     visibility,
 )
-from rocm_validate.platform.nvidia_tools import NvidiaGpuFacts, NvidiaSmiLog, parse_nvidia_smi_xml
+from rocm_validate.platform.nvidia_tools import (
+    NvidiaGpuFacts,
+    NvidiaSmiLog,
+    parse_nvidia_smi_xml,
+)
 from rocm_validate.platform.probing import ProbeErrors, one_line
 
 _ROCM_SMI = ("rocm-smi", "--showproductname", "--showdriverversion", "--showbus", "--showmeminfo", "vram")

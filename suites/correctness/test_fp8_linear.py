@@ -1,21 +1,16 @@
-"""FP8 linear layers with delayed scaling against nn.Linear: the project's reference recipe
-(history rolled exactly, scale = fp8_max / amax / 2^margin), and torchao's / Transformer Engine's
-FP8 linears when they are installed. Output >= 20 dB SQNR, input and weight gradients >= 17 dB."""
+"""The project's delayed-scaling FP8 linear against nn.Linear (history rolled exactly, scale =
+fp8_max / amax / 2^margin; output >= 20 dB SQNR, input and weight gradients >= 17 dB), through
+`_scaled_mm` and its emulation, and swapped into a tiny Llama. torchao's and Transformer Engine's
+FP8 linears are checked with their recipes in test_fp8_recipes.py."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import math
 
 import pytest
 import torch
 
-from rocm_validate.core.requirements import (
-    fp8_skip_reason,
-    library_skip_reason,
-    scaled_mm_skip_reason,
-)
+from rocm_validate.core.requirements import fp8_skip_reason, scaled_mm_skip_reason
 from rocm_validate.correctness.compare import assert_passed, compare, sqnr_db
 from rocm_validate.correctness.fp8 import (
     check_fp8_layer,
@@ -33,14 +28,6 @@ def fp8_formats(rocm_device):
     if reason:
         pytest.skip(reason)
     return tuple(rocm_device.fp8_formats[:2])
-
-
-def _optional(module: str, purpose: str):
-    """Import `module` or skip saying what it is needed for and why it failed."""
-    try:
-        return importlib.import_module(module)
-    except Exception as exc:  # an optional library may fail with any error, e.g. a CUDA mismatch
-        pytest.skip(library_skip_reason(module, purpose, exc))
 
 
 def test_delayed_scaling_rolls_the_amax_history_exactly(torch_device, fp8_formats):
@@ -103,37 +90,3 @@ def test_converting_a_tiny_llama_to_fp8_keeps_its_logits(rocm_device, torch_devi
     with torch.no_grad():
         after = build.model(**batch).logits.float()
     assert sqnr_db(before, after) >= 15.0, f"FP8 logits SQNR {sqnr_db(before, after):.1f} dB < 15 dB against bf16/fp32"
-
-
-@pytest.mark.requires_gpu
-def test_torchao_float8_linear_tracks_nn_linear(rocm_device, torch_device, fp8_formats):
-    float8 = _optional("torchao.float8", "validate torchao's Float8Linear")
-
-    def make(linear: torch.nn.Linear) -> torch.nn.Module:
-        return float8.convert_to_float8_training(torch.nn.Sequential(linear))[0]
-
-    results = check_fp8_layer(make, "torchao Float8Linear", linear_size(True), "bfloat16", torch_device,
-                              rocm_device.backend, rocm_device.arch)
-    assert_passed(results)
-
-
-@pytest.mark.requires_gpu
-def test_transformer_engine_linear_tracks_nn_linear(rocm_device, torch_device, fp8_formats):
-    te = _optional("transformer_engine.pytorch", "validate Transformer Engine's FP8 Linear")
-    recipe = _optional("transformer_engine.common.recipe", "build Transformer Engine's FP8 recipe")
-    delayed = recipe.DelayedScaling(fp8_format=recipe.Format.HYBRID, amax_history_len=16, amax_compute_algo="max")
-
-    def make(linear: torch.nn.Linear) -> torch.nn.Module:
-        layer = te.Linear(linear.in_features, linear.out_features, bias=True, params_dtype=linear.weight.dtype,
-                          device=linear.weight.device)
-        with torch.no_grad():
-            layer.weight.copy_(linear.weight)
-            layer.bias.copy_(linear.bias)
-        return layer
-
-    def autocast() -> contextlib.AbstractContextManager:
-        return te.fp8_autocast(enabled=True, fp8_recipe=delayed)
-
-    results = check_fp8_layer(make, "Transformer Engine Linear (HYBRID delayed scaling)", linear_size(True), "bfloat16",
-                              torch_device, rocm_device.backend, rocm_device.arch, context=autocast)
-    assert_passed(results)

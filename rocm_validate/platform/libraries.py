@@ -1,0 +1,23 @@
+"""Optional libraries of the stack (apex, torchao, Transformer Engine): importing one tells a
+library that is not installed (a platform limit: skip) from one that is installed but cannot be
+used (a broken stack: fail)."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from rocm_validate.errors import LibraryMissing
+
+
+def import_library(module: str, install: str = "") -> ModuleType:
+    """Import `module` of an optional library; LibraryMissing when its top-level package is not
+    installed. Every other import error (a missing submodule or dependency, an ABI or driver
+    mismatch, a failing extension) propagates."""
+    package = module.split(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == package:
+            raise LibraryMissing(package, install) from None
+        raise
