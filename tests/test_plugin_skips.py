@@ -94,4 +94,4 @@ def test_a_library_that_is_not_installed_skips_but_one_that_is_broken_fails(pyte
     ])
     text = result.stdout.str()
     assert "broken_library is installed but cannot be imported: OSError: libamdhip64.so" in text
-    assert "needs_a_dependency is installed but cannot be imported: No module named 'a_missing_dependency'" in text
+    assert "needs_a_dependency is installed but cannot be imported: ModuleNotFoundError: No module named 'a_missing_dependency'" in text
