@@ -12,7 +12,7 @@ from typing import Any, Generator
 
 import pytest
 
-from rocm_validate.core import hookspec, options, requirements
+from rocm_validate.core import hookspec, levels, options, requirements
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
 from rocm_validate.core.selection import suite_of, touches_suites
 from rocm_validate.core.session import (
@@ -20,6 +20,7 @@ from rocm_validate.core.session import (
     STATE_KEY,
     SUITE_KEY,
     RunState,
+    is_xdist_worker,
     run_state,
 )
 from rocm_validate.errors import MarkerUsageError, UsageError
@@ -84,25 +85,46 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Assign each test its suite; deselect (not skip) tests of suites not selected."""
+    """Assign each test its suite and level; deselect (not skip) tests of suites not selected
+    and tests above the run's level; give every selected test its timeout."""
     state = run_state(config)
+    settings = state.settings
+    user_timeout = config.getoption("timeout", None) is not None or bool(config.getini("timeout"))
     selected, deselected = [], []
     for item in items:
-        marker = item.get_closest_marker("rocm_suite")
+        suite_marker, level_marker = item.get_closest_marker("rocm_suite"), item.get_closest_marker(levels.MARKER)
         try:
-            suite = suite_of(item.path, config.rootpath, marker.args if marker else None)
+            suite = suite_of(item.path, config.rootpath, suite_marker.args if suite_marker else None)
+            level = levels.level_of(level_marker.args if level_marker else None)
         except ValueError as exc:
             raise UsageError(f"{item.nodeid}: {exc}") from None
         item.stash[SUITE_KEY] = suite
-        if suite is None or suite in state.settings.suites:
+        if (suite is None or suite in settings.suites) and levels.runs_at(level, settings.level):
             if suite is not None:
                 item.user_properties.append(("rocm_suite", suite))
+            if not user_timeout and item.get_closest_marker("timeout") is None:
+                seconds = levels.timeout_for(suite, settings.level, settings.timeout_s)
+                item.add_marker(pytest.mark.timeout(seconds, method="thread" if is_xdist_worker(config) else "signal"))
             selected.append(item)
         else:
             deselected.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
+
+
+def _timeout_note(item: pytest.Item) -> str:
+    """Which test ran past its timeout, on which device; pytest-timeout's stack dump above it
+    shows what it was doing."""
+    state = run_state(item.config)
+    where = state.device() if state.discovered else None
+    marker = item.get_closest_marker("timeout")
+    limit = f"its {marker.args[0]:g} s timeout" if marker and marker.args else "its timeout"
+    device = f" on {where.name} ({where.torch_device})" if where is not None else ""
+    return (
+        f"{item.nodeid} ran past {limit}{device}; the stack dump shows what it was doing. If the device is just "
+        f"slow, raise the limit with --rocm-timeout=SECONDS"
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -128,6 +150,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A not-validated skip fails under --rocm-strict; after the call phase, let gates finalize
     each metric (e.g. write a baseline on success)."""
     report = yield
+    if report.failed and "Timeout (>" in report.longreprtext:
+        report.sections.append(("rocm-validate: timeout", _timeout_note(item)))
     if call.excinfo is not None and call.excinfo.errisinstance(requirements.NotValidated):
         if run_state(item.config).settings.strict:
             report.outcome = "failed"

@@ -161,3 +161,44 @@ def test_rcps_with_fewer_than_three_runs_are_refused_before_writing(tmp_path):
     with pytest.raises(JsonFileError, match="refusing to write"):
         write_rcp(path, build_rcp(SPEC, [960, 2240], "t", "2026", "CPU x"))
     assert not path.exists()
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_the_shipped_rcps_belong_to_the_current_definition_of_each_preset(preset):
+    from rocm_validate.convergence.rcps import shipped_rcp_path
+
+    spec = PRESETS[preset]
+    stored = load_rcp(shipped_rcp_path(spec), spec, "re-record")
+    assert len(stored.samples) >= 2 * spec.seeds, "the shipped RCPs hold twice the candidate's seeds, as MLPerf's do"
+
+
+def _check(tmp_path, device_file: dict | None):
+    from rocm_validate.convergence.check import MiniBertCheck
+
+    spec = PRESETS["cpu"]
+    path = rcp_path(tmp_path, "cpu-test")
+    if device_file is not None:
+        write_rcp(path, device_file)
+    return MiniBertCheck(spec=spec, device=None, torch_device=None, rcp_file=path, record_command="record",
+                         seeds=spec.seeds, workdir=tmp_path, ruleset="5.0.0", progress=lambda line, final: None)
+
+
+def test_without_rcps_of_its_own_a_device_checks_against_the_shipped_ones(tmp_path):
+    from rocm_validate.convergence.rcps import shipped_rcp_path
+
+    assert _check(tmp_path, None).rcp().path == shipped_rcp_path(PRESETS["cpu"])
+
+
+def test_a_devices_own_rcps_override_the_shipped_ones(tmp_path):
+    spec = PRESETS["cpu"]
+    own = build_rcp(spec, [1000, 1100, 1200, 1300, 1400], "test", "now", "here")
+    stored = _check(tmp_path, own).rcp()
+    assert stored.path == rcp_path(tmp_path, "cpu-test") and stored.samples == (1000, 1100, 1200, 1300, 1400)
+
+
+def test_a_devices_stale_rcps_give_way_to_the_shipped_ones(tmp_path):
+    from rocm_validate.convergence.rcps import shipped_rcp_path
+
+    spec = dataclasses.replace(PRESETS["cpu"], learning_rate=PRESETS["cpu"].learning_rate * 2)
+    stale = build_rcp(spec, [1000, 1100, 1200, 1300, 1400], "test", "now", "here")
+    assert _check(tmp_path, stale).rcp().path == shipped_rcp_path(PRESETS["cpu"])

@@ -82,7 +82,20 @@ def test_the_ruleset_can_come_from_the_ini_file(suite):
     result.stderr.fnmatch_lines(["*rocm_ruleset (ini)='9.9.9': unknown MLPerf training ruleset*"])
 
 
-def test_missing_rcps_skip_with_the_command_that_records_them(suite):
+@pytest.fixture
+def no_shipped_rcps(monkeypatch, tmp_path):
+    """A build of the package without its shipped RCPs (in-process runs see the patched module)."""
+    monkeypatch.setattr(rocm_validate.convergence.rcps, "SHIPPED", tmp_path / "none")
+
+
+def test_the_shipped_rcps_check_every_candidate_on_a_device_with_no_rcps_of_its_own(suite):
+    (suite.path / "baselines").mkdir()
+    result = run_suite(suite, f"--rocm-baselines={suite.path / 'baselines'}", CHECK_REFERENCE)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*reference: pass: olympic mean * samples, RCP mean * (RCP found)*"])
+
+
+def test_missing_rcps_skip_with_the_command_that_records_them(suite, no_shipped_rcps):
     (suite.path / "baselines").mkdir()
     result = run_suite(suite, f"--rocm-baselines={suite.path / 'baselines'}", CHECK_REFERENCE)
     result.assert_outcomes(skipped=1)
@@ -94,7 +107,7 @@ def test_missing_rcps_skip_with_the_command_that_records_them(suite):
     )
 
 
-def test_missing_rcps_fail_under_strict(suite):
+def test_missing_rcps_fail_under_strict(suite, no_shipped_rcps):
     result = run_suite(suite, "--rocm-strict", CHECK_REFERENCE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*no mini-BERT RCPs for this device at * (--rocm-strict: a check that was not validated fails)"])

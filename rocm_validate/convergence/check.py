@@ -188,16 +188,25 @@ class MiniBertCheck:
         return candidate_skip_reason(candidate, self.device)
 
     def rcp(self) -> StoredRcp:
-        """This device's RCPs for this definition (raises RcpUnavailable or JsonFileError)."""
-        from rocm_validate.convergence.rcps import load_rcp
+        """The RCPs this run checks against: this device's own (recorded with --update-baselines)
+        when they match this definition, else those shipped for the preset. Raises
+        RcpUnavailable when neither matches, JsonFileError for a corrupt device file."""
+        from rocm_validate.convergence.rcps import load_rcp, shipped_rcp_path
+        from rocm_validate.errors import RcpUnavailable
 
-        return load_rcp(self.rcp_file, self.spec, self.record_command)
+        try:
+            return load_rcp(self.rcp_file, self.spec, self.record_command)
+        except RcpUnavailable as missing:
+            try:
+                return load_rcp(shipped_rcp_path(self.spec), self.spec, self.record_command)
+            except RcpUnavailable:
+                raise missing from None
 
     def check(self, candidate: Candidate) -> ConvergenceVerdict:
         """Train the candidate's seeds (the first of the reference's) and judge the run set."""
         folder = self.workdir / candidate.name
         self._trainer(candidate).run_seeds(range(self.seeds), folder, tolerated_failures=OLYMPIC_DROPS)
-        return check_run_set(candidate.name, folder, self.rcp_file, self.ruleset)
+        return check_run_set(candidate.name, folder, self.rcp().path, self.ruleset)
 
     def record_reference(self, creator: str, when: str) -> RecordedRcp:
         """Train the reference for twice the seeds (as MLPerf references do) and write the RCPs.
@@ -237,10 +246,10 @@ class MiniBertCheck:
         previous = sum(stored.samples) / len(stored.samples)
         if self.accept_regressions:
             return previous
-        verdict = check_run_set("reference", folder, self.rcp_file, self.ruleset)
+        verdict = check_run_set("reference", folder, stored.path, self.ruleset)
         if not verdict.passed:
             raise ReferenceFailed(
-                f"not written: the new reference runs fail the stored RCPs of {self.rcp_file} ({verdict.verdict}: "
+                f"not written: the new reference runs fail the RCPs in force, {stored.path} ({verdict.verdict}: "
                 f"olympic mean {verdict.olympic_mean_samples or 0:,.0f} samples vs the RCP mean {previous:,.0f}); "
                 f"the stored RCPs are kept. If the stack really converges differently now, record them with: "
                 f"{self.record_command} --rocm-accept-regressions"

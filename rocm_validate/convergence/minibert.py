@@ -441,7 +441,7 @@ class Trainer:
 
     def run(self, seed: int, path: Path, index: int = 0, total: int = 1) -> RunOutcome:
         """Train from `seed` until the target accuracy or max_steps; write result file `path`."""
-        spec, candidate = self.spec, self.candidate
+        spec = self.spec
         label = f"{self.label} seed {index + 1}/{total}"
         with mllog_writer(path) as log, _matmul_precision("highest"), _cpu_threads(self.device, 1):
             log.event("cache_clear", True)

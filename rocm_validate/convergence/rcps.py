@@ -42,6 +42,15 @@ RCP_STORE_SCHEMA: dict[str, Any] = {
 }
 
 
+SHIPPED = Path(__file__).with_name("reference_rcps")
+
+
+def shipped_rcp_path(spec: MiniBertSpec) -> Path:
+    """The RCPs shipped with the package for a preset: they belong to the benchmark definition,
+    not to a device, so the convergence suite checks on any device from its first run."""
+    return SHIPPED / f"mini-bert-{spec.name}.json"
+
+
 def rcp_path(baselines_dir: Path, device_key: str) -> Path:
     """Where a device's mini-BERT RCPs live (the perf store owns <baselines>/<device-key>.json)."""
     return baselines_dir / FOLDER / f"{device_key}.json"

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 import pytest
 
+from rocm_validate.core.levels import describe_time_used
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
@@ -115,6 +117,12 @@ class ResultCollector:
             terminalreporter.write_sep("=", "rocm-validate summary")
             for line in summary:
                 terminalreporter.write_line(line)
+            if self.state.discovered:
+                used = time.monotonic() - self.state.started
+                device = self.state.device()
+                terminalreporter.write_line(
+                    f"rocm-validate level {describe_time_used(self.state.settings.level, device.is_gpu, used)}"
+                )
         metrics = self.state.metrics()
         if metrics:
             terminalreporter.write_sep("=", "rocm-validate metrics")

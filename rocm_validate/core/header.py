@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 
 from rocm_validate import __version__
+from rocm_validate.core.levels import describe_budget
 from rocm_validate.core.options import Settings
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.report import device_summary, stack_summary
@@ -20,6 +21,8 @@ def rerun_command(settings: Settings, device: DeviceInfo | None) -> str:
     if chosen is not None:
         words.append(f"--rocm-device={chosen}")
     words.append(f"--rocm-baselines={settings.baselines_dir}")
+    if settings.level != "standard":
+        words.append(f"--rocm-level={settings.level}")
     if settings.strict:
         words.append("--rocm-strict")
     return shlex.join(words)
@@ -38,5 +41,6 @@ def header_lines(settings: Settings, device: DeviceInfo | None) -> list[str]:
             lines.append(f"rocm-validate visibility: {variable}={value}")
         if device.errors:
             lines.append(f"rocm-validate probes that failed: {'; '.join(device.errors)}")
+        lines.append(f"rocm-validate level {describe_budget(settings.level, device.is_gpu, settings.timeout_s)}")
         lines.append(f"rocm-validate rerun: {rerun_command(settings, device)}")
     return lines

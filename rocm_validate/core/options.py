@@ -56,6 +56,21 @@ DEVICE = OptionSpec(
     "device to validate: a GPU index or 'cpu' (default: GPU 0, or the CPU when there is no GPU)",
     "INDEX|cpu",
 )
+LEVEL = OptionSpec(
+    "--rocm-level",
+    "rocm_level",
+    "ROCM_VALIDATE_LEVEL",
+    "test level: quick (a smoke check of every suite, 60 s on one GPU), standard (default) or extended "
+    "(longer windows, sustained load, repeatability)",
+    "LEVEL",
+)
+TIMEOUT = OptionSpec(
+    "--rocm-timeout",
+    "rocm_timeout",
+    "ROCM_VALIDATE_TIMEOUT",
+    "per-test timeout in seconds for every test (default: by suite and level, see docs/levels.md)",
+    "SECONDS",
+)
 REPORT = OptionSpec(
     "--rocm-report",
     None,
@@ -66,7 +81,10 @@ REPORT = OptionSpec(
 
 
 # --- perf suite
-THRESHOLD_FORMS = "PATTERN [floor=FRACTION] [k=NUMBER] [cap=FRACTION] [backend=rocm|cuda|cpu] [info=REASON]"
+THRESHOLD_FORMS = (
+    "PATTERN [floor=FRACTION] [k=NUMBER] [cap=FRACTION] [clock_floor=FRACTION] [per_clock=yes|no] "
+    "[detect=FRACTION|none] [backend=rocm|cuda|cpu] [info=REASON]"
+)
 WINDOW = OptionSpec(
     "--rocm-perf-window",
     "rocm_perf_window",
@@ -80,6 +98,13 @@ BENCHMARK_JSON = OptionSpec(
     None,
     "also write the perf metrics as pytest-benchmark JSON (for dashboards) to this path",
     "PATH",
+)
+FLOORS = OptionSpec(
+    "--rocm-floors",
+    "rocm_floors",
+    "ROCM_VALIDATE_FLOORS",
+    "folder of floors of your own (<device-key>.json, the baselines' format), before the shipped table",
+    "DIR",
 )
 THRESHOLDS_INI = "rocm_perf_thresholds"
 THRESHOLDS_HELP = f"per-metric gate thresholds, one rule a line: {THRESHOLD_FORMS}"
@@ -129,6 +154,8 @@ class Settings:
     suite_given: bool  # --rocm-suite (or its env / ini twin) was set explicitly
     device_source: str = "--rocm-device"  # the option or variable that chose the device
     accept_regressions: bool = False  # --rocm-accept-regressions: --update-baselines records regressions too
+    level: str = "standard"  # quick, standard or extended (core.levels)
+    timeout_s: float | None = None  # --rocm-timeout: one per-test timeout for every test
     baselines_given: str | None = None  # --rocm-baselines as the user wrote it, repeated in every hint
 
     def command(self, *words: str) -> str:
@@ -153,6 +180,7 @@ class Settings:
             "baselines_dir": str(self.baselines_dir),
             "device": self.device_argument(),
             "strict": self.strict,
+            "level": self.level,
         }
 
 
@@ -166,7 +194,7 @@ def add_spec(parser: pytest.Parser, spec: OptionSpec) -> None:
 
 def add_options(parser: pytest.Parser) -> None:
     """Register every suite's options in the one rocm-validate group."""
-    for spec in (SUITE, BASELINES, DEVICE, REPORT, WINDOW, BENCHMARK_JSON, RESULTS, RULESET, RCP_FILE, SEEDS):
+    for spec in (SUITE, LEVEL, TIMEOUT, BASELINES, DEVICE, REPORT, WINDOW, FLOORS, BENCHMARK_JSON, RESULTS, RULESET, RCP_FILE, SEEDS):
         add_spec(parser, spec)
     parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
     group = parser.getgroup(GROUP)
@@ -224,6 +252,26 @@ def parse_suites(value: str, source: str = SUITE.flag) -> frozenset[str]:
 
 def _suite_forms() -> str:
     return ", ".join(SUITES) + ", all (comma-separated, e.g. --rocm-suite=correctness,perf)"
+
+
+def parse_level(value: str, source: str = LEVEL.flag) -> str:
+    from rocm_validate.core.levels import parse_level as level
+
+    try:
+        return level(value, source)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_timeout(value: str, source: str = TIMEOUT.flag) -> float:
+    """'600' -> 600.0; a timeout must be a positive number of seconds."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not (seconds > 0 and seconds < float("inf")):
+        raise UsageError(f"{source}={value!r}: expected a positive number of seconds, e.g. {TIMEOUT.flag}=600")
+    return seconds
 
 
 def parse_device(value: str, source: str = DEVICE.flag) -> int | str | None:
@@ -340,4 +388,6 @@ def resolve_settings(config: pytest.Config) -> Settings:
         suite_given=suite_given,
         accept_regressions=accept,
         baselines_given=baselines_given,
+        level=parse_or_default(config, LEVEL, parse_level, "standard"),
+        timeout_s=parse_or_default(config, TIMEOUT, parse_timeout, None),
     )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 MARKERS: dict[str, str] = {
     "rocm_suite(name)": "assign a test to a suite (correctness, perf, convergence) outside suites/<name>/",
+    "rocm_level(level)": "the lowest level the test runs at: quick, standard (the default) or extended",
     "requires_gpu": "skip unless the selected device is a GPU",
     "requires_arch(*prefixes)": "skip unless the device arch starts with one of the prefixes, e.g. 'gfx94', 'sm_90'",
     "requires_fp8(*formats)": "skip unless the device has native FP8 (optionally these formats, e.g. 'e4m3fnuz')",

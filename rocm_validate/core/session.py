@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ class RunState:
     settings: Settings
     results: dict[str, TestResult] = field(default_factory=dict)
     report_written: bool = False
+    started: float = field(default_factory=time.monotonic)  # for the time used against the level's budget
     _devices: list[DeviceInfo] | None = None
 
     def devices(self) -> list[DeviceInfo]:

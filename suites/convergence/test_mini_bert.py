@@ -40,12 +40,13 @@ def test_reference_records_convergence_points(mini_bert, pytestconfig, record_ro
     )
 
 
-@pytest.mark.parametrize("candidate", CANDIDATES, ids=lambda c: c.name)
+@pytest.mark.parametrize("candidate", [pytest.param(c, marks=pytest.mark.rocm_level("quick")) if c.name == "reference" else c
+                                       for c in CANDIDATES], ids=lambda c: c.name)
 def test_candidate_converges_like_the_reference(candidate, mini_bert, pytestconfig, record_rocm_metric):
     reason = mini_bert.skip_reason(candidate)
     if reason:
         pytest.skip(reason)
-    require_rcp(pytestconfig, mini_bert)
+    rcp = require_rcp(pytestconfig, mini_bert)
     verdict = mini_bert.check(candidate)
     if verdict.olympic_mean_samples is not None:
         record_rocm_metric(
@@ -58,7 +59,7 @@ def test_candidate_converges_like_the_reference(candidate, mini_bert, pytestconf
             ratio=verdict.ratio,
             verdict=verdict.verdict,
             message=verdict.message,
-            extra=verdict.extra(),
+            extra={**verdict.extra(), "rcp_file": str(rcp.path)},
         )
     assert verdict.passed, verdict.message
 

@@ -6,6 +6,8 @@ set (it passes MLPerf's RCP check), with minutes-to-train and the score as metri
 
 from __future__ import annotations
 
+import pytest
+
 
 def _run(mlperf_results, name):
     return next(run for run in mlperf_results.runs if run.file == name)
@@ -24,6 +26,7 @@ def test_mlperf_run_passes_the_compliance_checker(mlperf_result_file, mlperf_res
     assert not run.compliance, f"{run.file}: MLPerf's compliance checker: " + "; ".join(run.compliance)
 
 
+@pytest.mark.rocm_level("quick")
 def test_mlperf_run_set_passes_the_rcp_check(mlperf_results, record_rocm_metric):
     score = mlperf_results
     if score.olympic_mean_minutes is not None:

@@ -29,6 +29,7 @@ def fp8_format(request, rocm_device):
     return fp8.fp8_format(rocm_device.fp8_formats[ROLES[request.param]])
 
 
+@pytest.mark.rocm_level("quick")
 def test_every_bit_pattern_decodes_and_round_trips(torch_device, fp8_format):
     assert_passed(check_bit_patterns(fp8_format, torch_device))
 

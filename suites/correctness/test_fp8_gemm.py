@@ -27,6 +27,7 @@ def _forward_format(rocm_device, scaling: str, out_dtype: str) -> fp8.Fp8Format:
     return fp8.fp8_format(rocm_device.fp8_formats[0])
 
 
+@pytest.mark.rocm_level("quick")
 @pytest.mark.parametrize("scaling,out_dtype", VARIANTS)
 @pytest.mark.parametrize("kind", EXACT_KINDS)
 def test_scaled_mm_is_exact_on_representable_inputs(rocm_device, torch_device, kind, scaling, out_dtype):

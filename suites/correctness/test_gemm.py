@@ -41,6 +41,7 @@ def test_linear_layer_gemm_matches_float64(rocm_device, torch_device, shape, gem
     assert_passed([check_linear(problem, gemm_dtype, torch_device, rocm_device.backend, rocm_device.arch)])
 
 
+@pytest.mark.rocm_level("quick")
 def test_gemm_on_small_integers_is_exact(rocm_device, torch_device, gemm_dtype, blas_library):
     assert_passed([check_exact_gemm(gemm_dtype, torch_device, rocm_device.backend, rocm_device.arch)])
 

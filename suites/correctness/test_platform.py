@@ -8,6 +8,7 @@ import pytest
 import torch
 
 
+@pytest.mark.rocm_level("quick")
 def test_every_fp8_format_the_device_claims_exists_in_torch(rocm_device, torch_device):
     for name in rocm_device.fp8_formats:
         dtype = getattr(torch, f"float8_{name}")

@@ -17,6 +17,7 @@ def _random_bytes(count: int, device: torch.device, pinned: bool = False) -> tor
     return tensor.random_(0, 256)
 
 
+@pytest.mark.rocm_level("quick")
 def test_device_copy_bandwidth(perf, torch_device) -> None:
     size = DEVICE_COPY_BYTES[perf.scale]
     source = _random_bytes(size, torch_device)

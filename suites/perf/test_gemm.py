@@ -41,8 +41,15 @@ def _check_tile(product: Any, a: Any, b: Any, tolerance: float) -> None:
     assert error <= tolerance, f"GEMM output tile is off by {error:.2e} (norm-wise relative), allowed {tolerance:.0e}"
 
 
-@pytest.mark.parametrize("case", GEMM_BENCHMARKS, ids=lambda c: c.label)
-@pytest.mark.parametrize("dtype", GEMM_DTYPES)
+@pytest.mark.parametrize(
+    "dtype, case",
+    [
+        pytest.param(dtype, case, id=f"{dtype}-{case.label}",
+                     marks=[pytest.mark.rocm_level("quick")] if (dtype, case.label) == ("bf16", "square-8192") else [])
+        for dtype in GEMM_DTYPES
+        for case in GEMM_BENCHMARKS
+    ],
+)
 def test_gemm_throughput(perf, rocm_device, torch_device, fp32_without_tf32, dtype: str, case: GemmBenchmark) -> None:
     reason = scaled_mm_skip_reason(rocm_device) if dtype == "fp8" else None
     if reason:

@@ -18,6 +18,7 @@ def _launch_and_wait() -> None:
     torch.cuda.synchronize()
 
 
+@pytest.mark.rocm_level("quick")
 @pytest.mark.requires_gpu
 def test_empty_kernel_launch_latency(perf, torch_device) -> None:
     host = HostClock(torch.cuda.synchronize)
