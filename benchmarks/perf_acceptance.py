@@ -1,13 +1,21 @@
 """The perf suite's acceptance benchmarks, one step per command (each fits a 10-minute slot):
 
-    python benchmarks/perf_acceptance.py record --dir DIR    # fresh baselines in DIR/baselines
-    python benchmarks/perf_acceptance.py aa --dir DIR        # three reruns against them: zero failures
-    python benchmarks/perf_acceptance.py detect --dir DIR    # every throughput baseline x1.10: every one fails
+    python benchmarks/perf_acceptance.py record --dir DIR [--runs 2]   # fresh baselines in DIR/baselines, runs folded
+    python benchmarks/perf_acceptance.py aa --dir DIR [--runs 3]       # reruns against them: zero failures
+    python benchmarks/perf_acceptance.py detect --dir DIR [--baselines B]  # re-judge the A/A runs at x1.05 and x1.10
     python benchmarks/perf_acceptance.py summary --dir DIR --out benchmarks/results/acceptance-<key>.json
 
-Arguments after `--` go to pytest (e.g. `-- -k "not compiled"`, `--rocm-device=1`). Every step
-keeps its pytest report (DIR/<step>.json) and prints the wall time of each pytest run; `summary`
-gathers them into one JSON file worth committing. Exit status 1 when a step's criterion fails.
+Arguments after `--` go to pytest (e.g. `-- -k "not compiled"`, `--rocm-device=1`). Every pytest
+run keeps its report (DIR/<step>.json) and prints its wall time.
+
+`detect` needs no GPU: the gate is a pure function of a measurement and a baseline, so each A/A
+run's measurements are judged again, with the project's own gate, against every throughput
+baseline scaled by 1.05 and by 1.10 (a stack 5% / 10% slower than the one recorded). Every gated
+GPU-bound throughput must fail at both scales. It judges against DIR/baselines and, with
+`--baselines`, against another folder too (the committed baselines, recorded on another VM), and
+states each metric's detectable change under the current gate and under the gate as it was before
+clock-aware judging and folded runs ("before": no per-clock basis, no clock floor, no run spread).
+Exit status 1 when a step's criterion fails.
 """
 
 from __future__ import annotations
@@ -18,12 +26,16 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rocm_validate.perf import gate
 from rocm_validate.results import jsonfile
+from rocm_validate.results.metrics import Metric
 
-DETECTION_SCALE = 1.10
+DETECTION_SCALES = (1.05, 1.10)
+FAILING = ("regressed", "mismatch", "invalid", "below-floor")
 SUMMARY_SCHEMA: dict[str, Any] = {"title": "perf acceptance", "type": "object", "required": ["steps"]}
 
 
@@ -42,61 +54,137 @@ def run_pytest(directory: Path, step: str, baselines: Path, extra: list[str]) ->
     return status, json.loads(report.read_text()), wall
 
 
-def _gated_throughputs(report: dict[str, Any]) -> list[str]:
-    """Higher-is-better metrics that the gate judges (not informational)."""
-    return [
-        m["name"]
-        for m in report["metrics"]
-        if m["better"] == "higher" and not (m.get("extra") or {}).get("gate", {}).get("informational")
-    ]
+def must_catch(metric: Metric, threshold: gate.Threshold) -> bool:
+    """A gated GPU-bound throughput: higher is better, a rate, neither informational nor host-side."""
+    return (
+        metric.better == "higher" and metric.unit.endswith("/s") and not threshold.informational
+        and threshold.detect_limit is None
+    )
 
 
-def _step_record(directory: Path, extra: list[str]) -> bool:
-    status, report, wall = run_pytest(directory, "record", directory / "baselines", ["--update-baselines", *extra])
-    refused = [m["name"] for m in report["metrics"] if m["verdict"] not in ("updated", "kept")]
-    print(f"record: {len(report['metrics'])} metrics, not recorded: {refused or 'none'}; wall {wall:.0f} s")
-    return status == 0 and not refused
+def legacy(threshold: gate.Threshold, reference: gate.Reference) -> tuple[gate.Threshold, gate.Reference]:
+    """The gate as it was before clock-aware judging and folded runs, for the 'before' column."""
+    return (
+        replace(threshold, per_clock=False, clock_floor=None, detect_limit=None),
+        replace(reference, runs=(), window_clock_mhz=None, capped_share=None, per_clock_dispersion=None),
+    )
+
+
+def rejudge(report: dict[str, Any], baselines: dict[str, Any], scale: float, old_gate: bool = False) -> dict[str, dict[str, Any]]:
+    """Every metric of a report judged again against `baselines` (entries by name) x `scale`."""
+    backend = (report.get("device") or {}).get("backend", "cuda")
+    judged = {}
+    for data in report["metrics"]:
+        entry = baselines.get(data["name"])
+        if entry is None or data.get("value") is None:
+            continue
+        metric = Metric.from_dict(data)
+        threshold = gate.threshold_for(metric.name, backend)
+        reference = gate.reference_from_entry(entry).scaled(scale)
+        if old_gate:
+            threshold, reference = legacy(threshold, reference)
+        judgement = gate.judge(metric, reference, threshold, "acceptance")
+        judged[metric.name] = {
+            "verdict": judgement.verdict, "ratio": judgement.ratio, "allowed": judgement.allowed,
+            "detectable": judgement.detectable, "basis": judgement.basis, "must_catch": must_catch(metric, threshold),
+        }
+    return judged
+
+
+def _baseline_entries(folder: Path, device_key: str) -> dict[str, Any]:
+    path = folder / f"{device_key}.json"
+    if not path.exists():
+        raise SystemExit(f"{path}: no baselines for {device_key} there")
+    return json.loads(path.read_text())["metrics"]
+
+
+def _step_record(directory: Path, extra: list[str], runs: int) -> bool:
+    ok = True
+    for index in range(1, runs + 1):
+        status, report, wall = run_pytest(directory, f"record{index}", directory / "baselines", ["--update-baselines", *extra])
+        refused = [m["name"] for m in report["metrics"] if m["verdict"] not in ("updated", "folded")]
+        print(f"record{index}: {len(report['metrics'])} metrics, not recorded: {refused or 'none'}; wall {wall:.0f} s")
+        ok = ok and status == 0 and not refused
+    return ok
+
+
+def _aa_reports(directory: Path) -> list[Path]:
+    return sorted(directory.glob("aa[0-9]*.json"))
 
 
 def _step_aa(directory: Path, extra: list[str], runs: int) -> bool:
     failures = 0
-    for index in range(1, runs + 1):
+    start = len(_aa_reports(directory)) + 1
+    for index in range(start, start + runs):
         status, report, _ = run_pytest(directory, f"aa{index}", directory / "baselines", extra)
-        failed = [f"{m['name']} ({m['verdict']}, ratio {m['ratio']})" for m in report["metrics"] if m["verdict"] in ("regressed", "mismatch", "invalid")]
+        failed = [f"{m['name']} ({m['verdict']}, ratio {m['ratio']})" for m in report["metrics"] if m["verdict"] in FAILING]
         failures += len(failed) + (status != 0)
         print(f"aa{index}: {len(failed)} failed metrics {failed}")
     return failures == 0
 
 
-def _step_detect(directory: Path, extra: list[str]) -> bool:
-    record = json.loads((directory / "record.json").read_text())
-    source = next((directory / "baselines").glob("*.json"))
-    data = json.loads(source.read_text())
-    scaled = [name for name in _gated_throughputs(record) if name in data["metrics"]]
-    for name in scaled:
-        data["metrics"][name]["value"] *= DETECTION_SCALE
-    target = directory / "scaled"
-    target.mkdir(exist_ok=True)
-    (target / source.name).write_text(jsonfile.dumps(data))
-    _, report, _ = run_pytest(directory, "detect", target, extra)
-    verdicts = {m["name"]: m["verdict"] for m in report["metrics"]}
-    missed = [name for name in scaled if verdicts.get(name) != "regressed"]
-    print(f"detect: {len(scaled) - len(missed)} of {len(scaled)} scaled throughputs failed; missed: {missed or 'none'}")
-    return not missed
+def detection(directory: Path, folders: dict[str, Path]) -> dict[str, Any]:
+    """Each A/A report judged against each baseline folder at x1 and every detection scale, by
+    the current gate and the old one."""
+    results: dict[str, Any] = {}
+    for label, folder in folders.items():
+        for report_path in _aa_reports(directory):
+            report = json.loads(report_path.read_text())
+            entries = _baseline_entries(folder, report["device"]["device_key"])
+            for scale in (1.0, *DETECTION_SCALES):
+                for old_gate in (False, True):
+                    key = f"{label}/{report_path.stem}/x{scale:g}/{'before' if old_gate else 'now'}"
+                    results[key] = rejudge(report, entries, scale, old_gate)
+    return results
+
+
+def _judge_detection(results: dict[str, Any]) -> bool:
+    ok = True
+    for key, judged in sorted(results.items()):
+        label, run, scale, which = key.split("/")
+        must = {name: j for name, j in judged.items() if j["must_catch"]}
+        if scale == "x1":
+            false = sorted(name for name, j in must.items() if j["verdict"] in FAILING)
+            print(f"{key}: A/A, {len(false)} false failures of {len(must)} {false or ''}")
+            ok = ok and (which == "before" or not false)
+        else:
+            missed = sorted(f"{name} ({j['ratio']:.3f} vs band {1 - j['allowed']:.3f})" for name, j in must.items() if j["verdict"] not in FAILING)
+            print(f"{key}: caught {len(must) - len(missed)} of {len(must)}; missed: {missed or 'none'}")
+            ok = ok and (which == "before" or not missed)
+    return ok
+
+
+def _step_detect(directory: Path, committed: Path | None) -> bool:
+    folders = {"fresh": directory / "baselines", **({"committed": committed} if committed else {})}
+    results = detection(directory, folders)
+    jsonfile.write_json(directory / "detection.json", {"steps": results}, SUMMARY_SCHEMA)
+    return _judge_detection(results)
 
 
 def _step_summary(directory: Path, out: Path) -> bool:
     steps = {}
     for report_path in sorted(directory.glob("*.json")):
         report = json.loads(report_path.read_text())
+        if report.get("schema") != "rocm-validate/report/1":
+            continue  # detection.json, or an earlier summary
         steps[report_path.stem] = {
             "exit_status": report["exit_status"],
             "duration_s": round(sum(t["duration_s"] for t in report["tests"]), 1),
-            "metrics": {m["name"]: {k: m.get(k) for k in ("value", "unit", "baseline", "ratio", "threshold", "verdict")} for m in report["metrics"]},
+            "metrics": {
+                m["name"]: {
+                    **{k: m.get(k) for k in ("value", "unit", "baseline", "ratio", "threshold", "detectable", "verdict")},
+                    "basis": (m.get("extra") or {}).get("gate", {}).get("basis"),
+                    "clock_mhz": (m.get("extra") or {}).get("clock", {}).get("mean_mhz"),
+                    "capped_share": (m.get("extra") or {}).get("clock", {}).get("capped_share"),
+                }
+                for m in report["metrics"]
+            },
         }
-    device = next((json.loads(p.read_text())["device"] for p in sorted(directory.glob("*.json"))), None)
-    jsonfile.write_json(out, {"device": device, "steps": steps}, SUMMARY_SCHEMA)
-    print(f"summary: {len(steps)} steps written to {out}")
+    detection_file = directory / "detection.json"
+    detected = json.loads(detection_file.read_text())["steps"] if detection_file.exists() else {}
+    device = next((json.loads(p.read_text())["device"] for p in sorted(directory.glob("aa*.json"))), None)
+    jsonfile.write_json(out, {"device": device, "steps": steps, "detection": detected}, SUMMARY_SCHEMA)
+    print(f"summary: {len(steps)} runs and {len(detected)} detection judgements written to {out}")
     return True
 
 
@@ -107,16 +195,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("step", choices=("record", "aa", "detect", "summary"))
     parser.add_argument("--dir", type=Path, required=True, help="working folder (baselines and reports)")
-    parser.add_argument("--runs", type=int, default=3, help="A/A reruns (default 3)")
+    parser.add_argument("--runs", type=int, default=None, help="record: runs folded (default 2); aa: reruns (default 3)")
+    parser.add_argument("--baselines", type=Path, help="detect: another baselines folder to judge against (the committed one)")
     parser.add_argument("--out", type=Path, help="summary: the JSON file to write")
     args = parser.parse_args(own)
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.step == "record":
-        ok = _step_record(args.dir, extra)
+        ok = _step_record(args.dir, extra, args.runs or 2)
     elif args.step == "aa":
-        ok = _step_aa(args.dir, extra, args.runs)
+        ok = _step_aa(args.dir, extra, args.runs or 3)
     elif args.step == "detect":
-        ok = _step_detect(args.dir, extra)
+        ok = _step_detect(args.dir, args.baselines)
     else:
         if args.out is None:
             parser.error("summary needs --out PATH")

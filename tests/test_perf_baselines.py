@@ -1,5 +1,6 @@
 """The baseline store: schema-checked reads that name the file and the fix, update decisions
-(refuse noisy, hysteresis), locked merging writes, and no lost entries under concurrency."""
+(refuse noisy, fold runs of one stack, replace for another), locked merging writes, and no lost
+entries under concurrency."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ KEY = "amd-instinct-mi300x-gfx942"
 THRESHOLD = Threshold(floor=0.03, k=3.0, cap=0.08)
 
 
-def entry(value: float = 700.0, dispersion: float | None = 0.005, unit: str = "TFLOP/s") -> BaselineEntry:
-    return BaselineEntry(value, unit, "higher", dispersion, 20, {"date": "2026-11-21T00:00:00+00:00", "torch": "2.11.0"})
+def entry(
+    value: float = 700.0, dispersion: float | None = 0.005, unit: str = "TFLOP/s", torch: str = "2.11.0", clock: float | None = None
+) -> BaselineEntry:
+    provenance = {"date": "2026-11-21T00:00:00+00:00", "torch": torch}
+    return BaselineEntry(value, unit, "higher", dispersion, 20, provenance, {"mean_mhz": clock, "capped_share": 0.9} if clock else None)
 
 
 def write(store: BaselineStore, name: str, value: float) -> str:
@@ -88,12 +92,36 @@ def test_an_informational_metric_is_recorded_however_noisy() -> None:
     assert decide_update(None, entry(dispersion=0.5), Threshold(informational="compile time")).action == "write"
 
 
-def test_a_value_inside_a_third_of_the_band_keeps_the_stored_entry() -> None:
-    old = entry(700.0).to_dict()
-    kept = decide_update(old, entry(705.0), THRESHOLD)
-    assert (kept.action, kept.verdict) == ("keep", "kept") and "+0.7%" in kept.message
-    moved = decide_update(old, entry(680.0), THRESHOLD)
-    assert (moved.action, moved.verdict) == ("write", "updated") and "-2.9%" in moved.message
+def test_a_run_of_the_same_stack_is_folded_in_and_the_value_becomes_the_runs_median() -> None:
+    first = decide_update(None, entry(700.0), THRESHOLD)
+    assert (first.verdict, [r["value"] for r in first.entry.runs]) == ("updated", [700.0])
+    second = decide_update(first.entry.to_dict(), entry(690.0), THRESHOLD)
+    third = decide_update(second.entry.to_dict(), entry(706.0), THRESHOLD)
+    assert third.verdict == "folded" and [r["value"] for r in third.entry.runs] == [700.0, 690.0, 706.0]
+    assert third.entry.value == 700.0
+    assert "3 runs of this stack, median 700" in third.message and "between-run spread 1.16%" in third.message
+
+
+def test_folding_keeps_the_last_ten_runs_and_their_median_clock() -> None:
+    stored = decide_update(None, entry(700.0, clock=1500.0), THRESHOLD).entry.to_dict()
+    for index in range(12):
+        stored = decide_update(stored, entry(700.0 + index, clock=1600.0 + index), THRESHOLD).entry.to_dict()
+    assert [r["value"] for r in stored["runs"]] == [702.0 + i for i in range(10)]
+    assert stored["value"] == 706.5 and stored["clock"]["mean_mhz"] == 1606.0
+
+
+def test_an_entry_from_before_folding_counts_as_one_run() -> None:
+    legacy = entry(700.0).to_dict()
+    legacy.pop("runs", None)
+    folded = decide_update(legacy, entry(710.0), THRESHOLD).entry
+    assert [r["value"] for r in folded.runs] == [700.0, 710.0] and folded.value == 705.0
+
+
+def test_a_run_of_another_stack_replaces_the_entry_and_names_the_change() -> None:
+    old = decide_update(None, entry(700.0), THRESHOLD).entry.to_dict()
+    decision = decide_update(old, entry(650.0, torch="2.12.0"), THRESHOLD)
+    assert decision.verdict == "updated" and [r["value"] for r in decision.entry.runs] == [650.0]
+    assert "new stack (torch 2.11.0 -> 2.12.0): 700 -> 650" in decision.message
 
 
 def test_a_baseline_in_another_unit_is_replaced() -> None:
@@ -101,12 +129,20 @@ def test_a_baseline_in_another_unit_is_replaced() -> None:
     assert decision.action == "write" and "it was in GB/s" in decision.message
 
 
-def test_rerecording_an_unchanged_value_leaves_the_file_byte_for_byte(tmp_path: Path) -> None:
+def test_rerecording_the_same_stack_adds_one_run_to_the_file(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path, KEY)
     write(store, "gemm.bf16.8192x8192x8192", 700.0)
-    before = store.path.read_bytes()
-    assert write(store, "gemm.bf16.8192x8192x8192", 701.0) == "kept"
-    assert store.path.read_bytes() == before
+    assert write(store, "gemm.bf16.8192x8192x8192", 701.0) == "folded"
+    stored = store.read()["gemm.bf16.8192x8192x8192"]
+    assert [r["value"] for r in stored["runs"]] == [700.0, 701.0] and stored["value"] == 700.5
+
+
+def test_a_stored_run_list_longer_than_ten_is_a_schema_error(tmp_path: Path) -> None:
+    data = {"schema": "rocm-validate/baselines/1", "device_key": KEY,
+            "metrics": {"x.y": {**entry(1.0).to_dict(), "runs": [{"value": 1.0}] * 11}}}
+    (tmp_path / f"{KEY}.json").write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match="runs"):
+        BaselineStore(tmp_path, KEY).read()
 
 
 def test_an_update_merges_with_entries_written_since_this_process_first_read(tmp_path: Path) -> None:

@@ -138,7 +138,7 @@ def test_the_cpu_gets_its_own_loose_band_before_any_gpu_rule() -> None:
 
 def test_an_ini_rule_changes_only_the_fields_it_names() -> None:
     (rule,) = gate.parse_rules(["# comment", "", "gemm.bf16.* floor=0.06"])
-    assert rule.threshold == Threshold(floor=0.06, k=3.0, cap=0.08)
+    assert rule.threshold == Threshold(floor=0.06, k=3.0, cap=0.08, per_clock=True)
     assert gate.threshold_for("gemm.bf16.8192x8192x8192", "cuda", (rule,)).floor == 0.06
     assert gate.threshold_for("gemm.fp16.8192x8192x8192", "cuda", (rule,)).floor == 0.05
 

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "amd-instinct-mi300x-gfx942"
-MISSING = f"no baseline for gemm.bf16.8192x8192x8192 on {KEY}; run pytest --rocm-suite=perf --update-baselines"
+MISSING = f"no baseline for sdpa.forward.bert-large.48x16x512x64 on {KEY}; run pytest --rocm-suite=perf --update-baselines"
 
 CONFTEST = '''
 import os
@@ -25,6 +25,7 @@ from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.perf.recorder import Measurement
 from rocm_validate.perf.stats import SampleSummary
 from rocm_validate.perf.timing import Timing
+from rocm_validate.platform.clocks import ClockWindow
 
 MIB = 1024 * 1024
 
@@ -45,7 +46,11 @@ def timed():
     def make(seconds, spread=0.0):
         factor = float(os.environ.get("SLOWDOWN", "1"))
         samples = tuple(seconds * factor * (1 + spread * ((i % 3) - 1)) for i in range(12))
-        return Measurement(Timing(SampleSummary(samples, 1), "synthetic", 0.0, True), {})
+        clock = None
+        if os.environ.get("CLOCK_MHZ"):  # a made-up window clock: there is no GPU to sample here
+            mhz, capped = float(os.environ["CLOCK_MHZ"]), float(os.environ.get("CAPPED", "0"))
+            clock = ClockWindow(mhz, mhz, mhz, 100, capped, ("sw-power-cap",) if capped else ())
+        return Measurement(Timing(SampleSummary(samples, 1), "synthetic", 0.0, True), {}, clock)
     return make
 '''
 
@@ -60,7 +65,7 @@ def test_gemm(perf, timed):
 
 
 def test_copy(perf, timed):
-    perf.throughput("copy.device.2048mib", timed(0.0015), 2 * 2**31, "GB/s", peak="memory")
+    perf.throughput("copy.device.2048mib", timed(0.001), 2 * 2**31, "GB/s", peak="memory")
 '''
 
 
@@ -95,24 +100,92 @@ def recorded(project: pytest.Pytester) -> pytest.Pytester:
     return project
 
 
-def test_a_metric_without_a_baseline_is_skipped_with_the_command_that_records_it(project: pytest.Pytester) -> None:
-    result = run(project)
-    result.assert_outcomes(skipped=2)
+NO_FLOOR = '''
+import pytest
+
+
+@pytest.mark.rocm_suite("perf")
+def test_attention(perf, timed):
+    perf.throughput("sdpa.forward.bert-large.48x16x512x64", timed(0.0002), 5.2e10, "TFLOP/s")
+'''
+
+
+def test_a_metric_with_neither_baseline_nor_floor_is_skipped_with_the_command_that_records_it(project: pytest.Pytester) -> None:
+    project.makepyfile(test_no_floor=NO_FLOOR)
+    result = run(project, "test_no_floor.py")
+    result.assert_outcomes(skipped=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines([f"*{MISSING} --rocm-baselines={project.path / 'baselines'}*"])
 
 
 def test_rocm_strict_turns_a_missing_baseline_into_a_failure(project: pytest.Pytester) -> None:
-    result = run(project, "--rocm-strict")
-    result.assert_outcomes(failed=2)
+    project.makepyfile(test_no_floor=NO_FLOOR)
+    result = run(project, "--rocm-strict", "test_no_floor.py")
+    result.assert_outcomes(failed=1)
     assert result.ret == 1
     result.stdout.fnmatch_lines([f"*{MISSING}*(--rocm-strict: a check that was not validated fails)*"])
 
 
-def test_the_header_names_the_baseline_file_the_run_uses(project: pytest.Pytester) -> None:
+def test_the_header_names_the_baseline_file_and_the_floors_the_run_uses(project: pytest.Pytester) -> None:
     result = run(project)
-    result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines([f"rocm-validate perf: baselines *{KEY}.json (none yet); default thresholds; window x1"])
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"rocm-validate perf: baselines *{KEY}.json (none yet); floors: the shipped table for "
+                                 "AMD Instinct MI300X; default thresholds; window x1"])
+
+
+def test_a_fresh_node_is_gated_by_its_skus_floors_from_the_first_run(project: pytest.Pytester) -> None:
+    result = run(project, "--rocm-report=report.json")
+    result.assert_outcomes(passed=2)
+    metrics = {m["name"]: m for m in json.loads((project.path / "report.json").read_text())["metrics"]}
+    assert {m["verdict"] for m in metrics.values()} == {"floor-pass"}
+    assert metrics["gemm.bf16.8192x8192x8192"]["extra"]["gate"]["floor_value"] == 552.0
+    result.stdout.fnmatch_lines(["rocm-validate perf gated by a baseline: 0, by a floor only: 2, by neither: 0"])
+
+
+def test_a_node_below_its_skus_floor_fails_naming_the_floors_source(project: pytest.Pytester) -> None:
+    result = run(project, slowdown=1.2)
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*copy.device.2048mib: below the floor: 3579 GB/s vs the floor 4177 (ratio 0.857; "
+                                 "AMD MI300X system acceptance*BabelStream copy)*"])
+
+
+def test_a_metric_inside_its_baselines_band_but_below_the_floor_fails(project: pytest.Pytester) -> None:
+    recorded(project)
+    floors = project.mkdir("floors")
+    (floors / f"{KEY}.json").write_text(json.dumps({"schema": "rocm-validate/baselines/1", "device_key": KEY, "metrics": {
+        "gemm.bf16.8192x8192x8192": {"value": 900.0, "unit": "TFLOP/s", "better": "higher", "dispersion": None,
+                                     "samples": None, "provenance": {"date": "2026-11-23", "source": "our fleet"}}}}))
+    result = run(project, f"--rocm-floors={floors}")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*gemm.bf16.8192x8192x8192: below the floor: 733 TFLOP/s vs the floor 900 (ratio 0.814; our fleet)*"])
+
+
+@pytest.mark.parametrize("entry, complaint", [
+    ({"value": -1.0}, "does not match the rocm-validate floors schema"),
+    ({"value": "fast"}, "does not match the rocm-validate floors schema"),
+    ({"name": "gemn.bf16.8192x8192x8192"}, "floor 'gemn.bf16.8192x8192x8192' names no metric the suites record"),
+    ({"better": "lower"}, "is on a lower-is-better metric"),
+])
+def test_a_bad_floors_file_is_a_usage_error_naming_the_file_and_entry(project: pytest.Pytester, entry: dict, complaint: str) -> None:
+    floors = project.mkdir("floors")
+    row = {"value": 500.0, "unit": "TFLOP/s", "better": "higher", "dispersion": None, "samples": None,
+           "provenance": {"date": "2026-11-23"}}
+    name = entry.pop("name", "gemm.bf16.8192x8192x8192")
+    row.update(entry)
+    (floors / f"{KEY}.json").write_text(json.dumps({"schema": "rocm-validate/baselines/1", "device_key": KEY, "metrics": {name: row}}))
+    result = run(project, f"--rocm-floors={floors}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: *{KEY}.json*{complaint}*"])
+
+
+def test_a_floor_file_with_infinity_is_refused(project: pytest.Pytester) -> None:
+    floors = project.mkdir("floors")
+    (floors / f"{KEY}.json").write_text('{"schema": "rocm-validate/baselines/1", "device_key": "%s", "metrics": {"gemm.bf16.8192x8192x8192": '
+                                        '{"value": Infinity, "unit": "TFLOP/s", "better": "higher", "dispersion": null, "samples": null, '
+                                        '"provenance": {"date": "x"}}}}' % KEY)
+    result = run(project, f"--rocm-floors={floors}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *contains Infinity, which is not JSON*"])
 
 
 def test_update_baselines_records_every_metric_in_the_device_keys_file(project: pytest.Pytester) -> None:
@@ -140,7 +213,7 @@ def test_a_slower_run_fails_with_value_baseline_ratio_band_noise_and_peak(projec
     assert result.ret == 1
     result.stdout.fnmatch_lines([
         "*gemm.bf16.8192x8192x8192: regressed: 20.0% slower, 586.4 TFLOP/s vs baseline 733 (ratio 0.800, "
-        "allowed 5.0% = max(floor 5.0%, 3 x noise 0.00%)); 44.9% of the 1307 TFLOP/s datasheet peak*",
+        "allowed 5.0% = max(floor 5.0%, 3 x noise 0.00%); catches a 5.0% change); 44.9% of the 1307 TFLOP/s datasheet peak*",
     ])
     assert "Traceback" not in result.stdout.str()
 
@@ -209,12 +282,12 @@ def test_noisy(perf, timed):
     ])
 
 
-def test_rerecording_an_unchanged_stack_leaves_the_file_untouched(project: pytest.Pytester) -> None:
-    before = baseline_file(recorded(project)).read_bytes()
+def test_rerecording_an_unchanged_stack_folds_the_run_into_each_entry(project: pytest.Pytester) -> None:
+    recorded(project)
     result = run(project, "--update-baselines", slowdown=1.004)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["rocm-validate baselines kept (inside hysteresis): 2"])
-    assert baseline_file(project).read_bytes() == before
+    result.stdout.fnmatch_lines(["rocm-validate baselines folded into this stack's runs: 2"])
+    assert [len(entry["runs"]) for entry in stored(project).values()] == [2, 2]
 
 
 def test_update_baselines_refuses_a_regression_keeps_the_old_value_and_fails(project: pytest.Pytester) -> None:
@@ -388,3 +461,42 @@ def test_pytest_help_imports_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert "--rocm-perf-window" in done.stdout
     assert done.stderr.strip().endswith("False")
+
+
+def test_at_the_power_cap_a_run_slower_only_by_its_clock_passes_judged_per_clock(project, monkeypatch) -> None:
+    monkeypatch.setenv("CLOCK_MHZ", "1600")
+    monkeypatch.setenv("CAPPED", "0.9")
+    recorded(project)
+    monkeypatch.setenv("CLOCK_MHZ", str(1600 / 1.10))
+    result = run(project, "--rocm-report=report.json", slowdown=1.10)
+    result.assert_outcomes(passed=1, failed=1)  # the device copy is memory-bound: never judged per clock
+    gemm = next(m for m in json.loads((project.path / "report.json").read_text())["metrics"] if m["name"].startswith("gemm"))
+    assert (gemm["verdict"], gemm["extra"]["gate"]["basis"]) == ("pass", "per-clock")
+    assert gemm["ratio"] == pytest.approx(1.0, rel=1e-3) and gemm["extra"]["gate"]["throughput_ratio"] == pytest.approx(1 / 1.10, rel=1e-3)
+    result.stdout.fnmatch_lines(["*copy.device.2048mib: regressed*", "*perf detects a slowdown*judged per clock cycle: 1*"])
+
+
+def test_at_the_power_cap_a_kernel_five_percent_slower_at_the_same_clock_fails(project, monkeypatch) -> None:
+    monkeypatch.setenv("CLOCK_MHZ", "1600")
+    monkeypatch.setenv("CAPPED", "0.9")
+    result = run(recorded(project), slowdown=1.05)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*gemm.bf16.8192x8192x8192: regressed: 4.8% slower per clock cycle*judged per clock cycle*"])
+
+
+def test_the_table_and_the_report_state_the_change_each_metric_catches(project) -> None:
+    result = run(recorded(project), "--rocm-report=report.json")
+    result.stdout.fnmatch_lines(["metric * ratio  detects  % peak  verdict", "gemm.bf16.8192x8192x8192 * 1.000 * 5.0% * pass"])
+    metrics = json.loads((project.path / "report.json").read_text())["metrics"]
+    assert {m["name"]: m["detectable"] for m in metrics} == {"gemm.bf16.8192x8192x8192": 0.05, "copy.device.2048mib": 0.02}
+
+
+def test_three_recordings_fold_into_one_entry_whose_spread_sets_the_band(project) -> None:
+    for slowdown in (1.0, 1.01, 0.99):
+        run(project, "--update-baselines", slowdown=slowdown).assert_outcomes(passed=2)
+    gemm = stored(project)["gemm.bf16.8192x8192x8192"]
+    assert len(gemm["runs"]) == 3 and gemm["value"] == pytest.approx(2 * 8192**3 / 0.0015 / 1e12, rel=1e-3)
+    result = run(project, "--rocm-report=report.json", slowdown=1.03)
+    band = json.loads((project.path / "report.json").read_text())["metrics"][0]["extra"]["gate"]
+    assert band["noise"] == pytest.approx(0.01 * (1 + 3.14159265 / 6) ** 0.5, rel=0.02)  # the runs' 1% spread
+    result.assert_outcomes(passed=1, failed=1)  # gemm: band max(5% floor, 3 x 1.2%); copy: 2% floor

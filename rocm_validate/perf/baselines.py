@@ -6,26 +6,30 @@ checked against a schema on every read, and rewritten only under a file lock, af
 through `jsonfile.write_json` (temporary file + rename): concurrent `pytest -n 4
 --update-baselines` workers each merge their own entries and none is lost.
 
-Whether a new measurement replaces an entry is `decide_update`, a pure function: a run too
-noisy to gate within the cap is refused, and a value inside the hysteresis band (a third of the
-gate's band) keeps the old entry, so re-recording an unchanged stack leaves the file untouched.
+Whether and how a new measurement enters the file is `decide_update`, a pure function: a run
+too noisy to gate within the cap is refused; a run of the stack the entry was recorded on
+(same device, torch, runtime, driver and libraries) is folded in, so repeated recordings build
+the entry's between-run spread (the last MAX_RUNS runs; the value is their median); a run of
+another stack replaces the entry.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rocm_validate.errors import BaselineError, JsonFileError
 from rocm_validate.perf.gate import UPDATE_COMMAND, Threshold
-from rocm_validate.perf.stats import combined_noise, relative_noise
+from rocm_validate.perf.stats import relative_noise
 from rocm_validate.results import jsonfile
 
 SCHEMA_ID = "rocm-validate/baselines/1"
 NAME_PATTERN = "^[a-z0-9][a-z0-9_.+-]*$"
-HYSTERESIS_FRACTION = 1 / 3  # of the gate's band, as PyTorch's pr_time_benchmarks does
+MAX_RUNS = 10  # recording runs folded into one entry; older ones drop out
+STACK_KEYS = ("device_name", "torch", "runtime", "driver", "libraries")  # provenance naming the stack
 LOCK_TIMEOUT_S = 120.0
 
 ENTRY_SCHEMA: dict[str, Any] = {
@@ -49,6 +53,29 @@ ENTRY_SCHEMA: dict[str, Any] = {
                 "libraries": {"type": "object", "additionalProperties": {"type": "string"}},
                 "git_commit": {"type": ["string", "null"]},
                 "telemetry": {"type": ["object", "null"]},
+            },
+        },
+        "clock": {
+            "type": ["object", "null"],
+            "required": ["mean_mhz"],
+            "properties": {
+                "mean_mhz": {"type": "number", "exclusiveMinimum": 0},
+                "capped_share": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                "per_clock_dispersion": {"type": ["number", "null"], "minimum": 0},
+            },
+        },
+        "runs": {
+            "type": "array",
+            "maxItems": MAX_RUNS,
+            "items": {
+                "type": "object",
+                "required": ["value"],
+                "additionalProperties": False,
+                "properties": {
+                    "value": {"type": "number", "exclusiveMinimum": 0},
+                    "clock_mhz": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                    "date": {"type": "string"},
+                },
             },
         },
     },
@@ -85,9 +112,11 @@ class BaselineEntry:
     dispersion: float | None
     samples: int | None
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    clock: Mapping[str, Any] | None = None  # mean clock over the window(s), capped share, per-clock noise
+    runs: tuple[Mapping[str, Any], ...] = ()  # folded recording runs: value, clock_mhz, date
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "value": _significant(self.value, 4),
             "unit": self.unit,
             "better": self.better,
@@ -95,20 +124,66 @@ class BaselineEntry:
             "samples": self.samples,
             "provenance": dict(self.provenance),
         }
+        if self.clock:
+            data["clock"] = {k: _significant(v, 4) if isinstance(v, float) else v for k, v in self.clock.items()}
+        if self.runs:
+            data["runs"] = [{k: _significant(v, 4) if isinstance(v, float) else v for k, v in run.items()} for run in self.runs]
+        return data
+
+    def run(self) -> dict[str, Any]:
+        """This recording as one folded run."""
+        run: dict[str, Any] = {"value": self.value, "date": str(self.provenance.get("date", ""))}
+        if self.clock and self.clock.get("mean_mhz"):
+            run["clock_mhz"] = float(self.clock["mean_mhz"])
+        return run
 
 
 @dataclass(frozen=True)
 class UpdateDecision:
     """What --update-baselines did with one measurement, and why."""
 
-    action: str  # "write", "keep" or "refuse"
-    verdict: str  # "updated", "kept" or "noisy"
+    action: str  # "write" or "refuse"
+    verdict: str  # "updated", "folded" or "noisy"
     message: str
+    entry: BaselineEntry | None = None  # what to write
 
 
-def decide_update(old: Mapping[str, Any] | None, new: BaselineEntry, threshold: Threshold) -> UpdateDecision:
-    """Write, keep or refuse `new` given the stored entry `old` (pure)."""
-    own = relative_noise(new.dispersion)
+def same_stack(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether two provenances name the same device and software stack."""
+    return all(old.get(key) == new.get(key) for key in STACK_KEYS)
+
+
+def _stack_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    changes = [f"{key} {old.get(key)} -> {new.get(key)}" for key in STACK_KEYS if key != "libraries" and old.get(key) != new.get(key)]
+    if old.get("libraries") != new.get("libraries"):
+        changes.append("library versions")
+    return ", ".join(changes) or "stack"
+
+
+def _runs_of(old: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The folded runs of a stored entry; an entry from before folding is one run."""
+    if old.get("runs"):
+        return [dict(run) for run in old["runs"]]
+    run = {"value": float(old["value"]), "date": str((old.get("provenance") or {}).get("date", ""))}
+    if (old.get("clock") or {}).get("mean_mhz"):
+        run["clock_mhz"] = float(old["clock"]["mean_mhz"])
+    return [run]
+
+
+def fold(old: Mapping[str, Any], new: BaselineEntry) -> BaselineEntry:
+    """`new` folded into `old` (same stack): the last MAX_RUNS runs, their median value and clock."""
+    runs = (_runs_of(old) + [new.run()])[-MAX_RUNS:]
+    clocks = [run["clock_mhz"] for run in runs if run.get("clock_mhz")]
+    clock = dict(new.clock or {})
+    if clock and clocks:
+        clock["mean_mhz"] = statistics.median(clocks)
+    return replace(new, value=statistics.median(run["value"] for run in runs), runs=tuple(runs), clock=clock or None)
+
+
+def decide_update(old: Mapping[str, Any] | None, new: BaselineEntry, threshold: Threshold, own_noise: float | None = None) -> UpdateDecision:
+    """Refuse, fold or write `new` given the stored entry `old` (pure). `own_noise` is the
+    relative noise of the figure the gate compares (per clock cycle, when it does)."""
+    own = relative_noise(new.dispersion) if own_noise is None else own_noise
     if not threshold.informational and own > threshold.noise_limit():
         return UpdateDecision(
             "refuse",
@@ -117,20 +192,26 @@ def decide_update(old: Mapping[str, Any] | None, new: BaselineEntry, threshold: 
             f"(cap {threshold.cap:.1%} / k {threshold.k:g}), so a baseline from it could not gate within the cap; "
             "rerun on an idle device",
         )
+    first = replace(new, runs=(new.run(),))
     if old is None:
-        return UpdateDecision("write", "updated", "new baseline recorded")
+        return UpdateDecision("write", "updated", "new baseline recorded", first)
     if (old["unit"], old["better"]) != (new.unit, new.better):
+        return UpdateDecision("write", "updated", f"baseline replaced: it was in {old['unit']} ({old['better']} is better)", first)
+    if not same_stack(old.get("provenance") or {}, new.provenance):
+        change = _stack_change(old.get("provenance") or {}, new.provenance)
         return UpdateDecision(
-            "write", "updated", f"baseline replaced: it was in {old['unit']} ({old['better']} is better)"
+            "write", "updated", f"baseline replaced for a new stack ({change}): {old['value']:.4g} -> {new.value:.4g}", first
         )
-    noise = combined_noise(relative_noise(old.get("dispersion")), own)
-    band = threshold.allowed(noise) * HYSTERESIS_FRACTION
-    change = new.value / float(old["value"]) - 1
-    if abs(change) <= band:
-        return UpdateDecision(
-            "keep", "kept", f"baseline kept: {change:+.1%} is inside the hysteresis band of +/-{band:.1%}"
-        )
-    return UpdateDecision("write", "updated", f"baseline updated: {old['value']:.4g} -> {new.value:.4g} ({change:+.1%})")
+    folded = fold(old, new)
+    values = [run["value"] for run in folded.runs]
+    spread = statistics.stdev(values) / statistics.fmean(values) if len(values) >= 2 else 0.0
+    return UpdateDecision(
+        "write",
+        "folded",
+        f"folded into the baseline: {len(values)} runs of this stack, median {folded.value:.4g} "
+        f"(was {float(old['value']):.4g}), between-run spread {spread:.2%}",
+        folded,
+    )
 
 
 class BaselineStore:
@@ -192,7 +273,7 @@ class BaselineStore:
                 current = self.read()
                 decision = decide(current.get(name), new)
                 if decision.action == "write":
-                    current[name] = new.to_dict()
+                    current[name] = (decision.entry or new).to_dict()
                     data = {"schema": SCHEMA_ID, "device_key": self.device_key, "metrics": current}
                     jsonfile.write_json(self.path, data, BASELINES_SCHEMA)
         except Timeout:

@@ -7,6 +7,21 @@ the cap keeps the gate able to catch a real regression however noisy a run was: 
 metric's band stays below 10%. Thresholds are small objects whose `fails()` returns a message,
 as pytest-benchmark's are. Which threshold a metric gets is a visible table, overridable per
 metric pattern from the `rocm_perf_thresholds` ini lines.
+
+Two refinements make the band the spread a comparison really faces (docs/perf.md, "Detection
+power"):
+
+* a baseline folded from three or more recording runs (`--update-baselines` repeated on one
+  stack) carries its between-run spread, and the gate uses it in place of the within-window
+  noise, which on a power-capped GPU is mostly clock oscillation;
+* a compute-bound metric (`per_clock` rules: GEMMs, SDPA, training steps) whose window or
+  baseline sat at the power or thermal cap is judged per clock cycle (throughput / mean clock
+  over the window), so a clock excursion is not taken for a regression and a slower kernel still
+  shows. With the clock measured on both sides the clock part of run-to-run drift is seen, so
+  the smaller `clock_floor` applies.
+
+Every judgement states the smallest slowdown it catches 95% of the time (`detectable`); a
+host-side metric (`detect_limit`) that cannot catch a 10% change here is shown, not gated.
 """
 
 from __future__ import annotations
@@ -14,6 +29,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import shlex
+import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
@@ -32,23 +48,34 @@ class Threshold:
     k: float = 3.0
     cap: float = 0.08
     informational: str = ""  # when set, the reason this metric is shown but never fails
+    per_clock: bool = False  # compute-bound: judged per clock cycle when the device sat at its power cap
+    clock_floor: float | None = None  # the floor when both windows' clocks were measured (default: floor)
+    detect_limit: float | None = None  # host-side: informational when it cannot catch a change this large
 
     def __post_init__(self) -> None:
         if not (0 <= self.floor <= self.cap < 1):
             raise ValueError(f"thresholds need 0 <= floor <= cap < 1, found floor={self.floor:g} cap={self.cap:g}")
         if not (self.k > 0 and math.isfinite(self.k)):
             raise ValueError(f"k must be a positive number, found {self.k:g}")
+        if self.clock_floor is not None and not (0 <= self.clock_floor <= self.floor):
+            raise ValueError(f"thresholds need 0 <= clock_floor <= floor, found clock_floor={self.clock_floor:g} floor={self.floor:g}")
+        if self.detect_limit is not None and not (0 < self.detect_limit < 1):
+            raise ValueError(f"detect must be a fraction between 0 and 1 (or none), found {self.detect_limit:g}")
 
-    def allowed(self, noise: float) -> float:
-        return min(self.cap, max(self.floor, self.k * noise))
+    def floor_for(self, clocks_known: bool) -> float:
+        return self.clock_floor if clocks_known and self.clock_floor is not None else self.floor
+
+    def allowed(self, noise: float, clocks_known: bool = False) -> float:
+        return min(self.cap, max(self.floor_for(clocks_known), self.k * noise))
 
     def noise_limit(self) -> float:
         """The largest own-run noise whose k-fold still fits under the cap."""
         return self.cap / self.k
 
-    def describe(self, noise: float) -> str:
+    def describe(self, noise: float, clocks_known: bool = False) -> str:
         """'5.0% = max(floor 4.0%, 3 x noise 1.7%)' (and 'capped at 8.0%' when the cap bites)."""
-        text = f"{self.allowed(noise):.1%} = max(floor {self.floor:.1%}, {self.k:g} x noise {noise:.2%})"
+        floor = self.floor_for(clocks_known)
+        text = f"{self.allowed(noise, clocks_known):.1%} = max(floor {floor:.1%}, {self.k:g} x noise {noise:.2%})"
         return text + (f", capped at {self.cap:.1%}" if self.k * noise > self.cap else "")
 
 
@@ -66,21 +93,25 @@ class ThresholdRule:
 
 # First match wins. Floors come from run-to-run spreads measured on an H100 (see docs/perf.md):
 # copy 0.06%, SDPA 1%, mid-size GEMMs 2-8%; the 8192^3 GEMM needs a settled clock to stay inside.
+HOST_DETECT_LIMIT = 0.10  # a host-side metric that cannot catch a 10% change is shown, not gated
+_GEMM = dict(per_clock=True, clock_floor=0.025)
+
 DEFAULT_RULES: tuple[ThresholdRule, ...] = (
     ThresholdRule("*.compile_seconds", Threshold(informational="compile time depends on the Inductor cache and host load")),
     ThresholdRule("*", Threshold(floor=0.25, k=3.0, cap=0.6), backend="cpu"),
-    ThresholdRule("launch.*", Threshold(floor=0.10, k=3.0, cap=0.30)),
+    ThresholdRule("launch.*", Threshold(floor=0.10, k=3.0, cap=0.30, detect_limit=HOST_DETECT_LIMIT)),
     ThresholdRule("*.peak_memory", Threshold(floor=0.02, k=3.0, cap=0.05)),
-    ThresholdRule("gemm.*.8192x8192x8192", Threshold(floor=0.05, k=3.0, cap=0.08)),
-    ThresholdRule("gemm.*", Threshold(floor=0.04, k=3.0, cap=0.08)),
+    ThresholdRule("gemm.*.8192x8192x8192", Threshold(floor=0.05, k=3.0, cap=0.08, **_GEMM)),
+    ThresholdRule("gemm.*", Threshold(floor=0.04, k=3.0, cap=0.08, **_GEMM)),
     # Pinned host transfers share the host's PCIe and memory with other tenants, so they move
     # about 8% between runs on a shared VM while each run's own noise says 1-3% (docs/perf.md).
     # The floor covers that spread; the cap still sits under a 10% loss.
-    ThresholdRule("copy.*.pinned.*", Threshold(floor=0.08, k=3.0, cap=0.085)),
+    ThresholdRule("copy.*.pinned.*", Threshold(floor=0.08, k=3.0, cap=0.085, detect_limit=HOST_DETECT_LIMIT)),
     ThresholdRule("copy.*", Threshold(floor=0.02, k=3.0, cap=0.08)),
+    ThresholdRule("sdpa.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True, clock_floor=0.02)),
+    ThresholdRule("train.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True, clock_floor=0.02)),
     ThresholdRule("*", Threshold(floor=0.03, k=3.0, cap=0.08)),
 )
-
 
 
 def parse_rule(line: str, base: Iterable[ThresholdRule] = DEFAULT_RULES) -> ThresholdRule:
@@ -92,7 +123,7 @@ def parse_rule(line: str, base: Iterable[ThresholdRule] = DEFAULT_RULES) -> Thre
     pattern, settings = words[0], {}
     for word in words[1:]:
         key, sep, value = word.partition("=")
-        if not sep or key not in ("floor", "k", "cap", "backend", "info"):
+        if not sep or key not in ("floor", "k", "cap", "clock_floor", "per_clock", "detect", "backend", "info"):
             raise ValueError(f"{word!r} is not a setting; accepted: {THRESHOLD_FORMS}")
         settings[key] = value
     backend = settings.pop("backend", None)
@@ -100,12 +131,23 @@ def parse_rule(line: str, base: Iterable[ThresholdRule] = DEFAULT_RULES) -> Thre
         raise ValueError(f"backend={backend!r}: expected rocm, cuda or cpu")
     inherited = threshold_for(pattern, backend or "rocm", base)
     changes: dict[str, Any] = {}
-    for key in ("floor", "k", "cap"):
+    for key in ("floor", "k", "cap", "clock_floor"):
         if key in settings:
             try:
                 changes[key] = float(settings[key])
             except ValueError:
                 raise ValueError(f"{key}={settings[key]!r}: expected a number such as 0.05") from None
+    if "per_clock" in settings:
+        if settings["per_clock"] not in ("yes", "no"):
+            raise ValueError(f"per_clock={settings['per_clock']!r}: expected yes or no")
+        changes["per_clock"] = settings["per_clock"] == "yes"
+    if "detect" in settings:
+        try:
+            changes["detect_limit"] = None if settings["detect"] == "none" else float(settings["detect"])
+        except ValueError:
+            raise ValueError(f"detect={settings['detect']!r}: expected a fraction such as 0.10, or none") from None
+    if "floor" in changes and "clock_floor" not in changes:
+        changes["clock_floor"] = None  # the user's floor holds whether or not clocks were measured
     if "info" in settings:
         changes["informational"] = settings["info"] or "marked informational in rocm_perf_thresholds"
     return ThresholdRule(pattern, replace(inherited, **changes), backend)
@@ -133,6 +175,22 @@ def threshold_for(name: str, backend: str, rules: Iterable[ThresholdRule] = DEFA
     return Threshold()
 
 
+# The gate uses a baseline's between-run spread once this many recording runs are folded in.
+MIN_RUNS_FOR_SPREAD = 3
+# A window counts as power-managed when at least this share of its clock readings were capped.
+CAPPED_SHARE = 0.25
+# One-sided z for 95% power: a slowdown of allowed + Z_POWER x noise fails 95% of the time.
+Z_POWER = 1.645
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One folded recording run: its figure and its window's mean clock."""
+
+    value: float
+    clock_mhz: float | None = None
+
+
 @dataclass(frozen=True)
 class Reference:
     """What a metric is compared with: a stored baseline's value, spread and recording clocks."""
@@ -141,38 +199,72 @@ class Reference:
     unit: str
     better: str
     dispersion: float | None = None
-    clock_mhz: float | None = None
+    clock_mhz: float | None = None  # the clock sampled after the recording (older files: the only one)
+    window_clock_mhz: float | None = None  # mean clock over the recorded window(s)
+    capped_share: float | None = None
+    per_clock_dispersion: float | None = None
+    runs: tuple[RunPoint, ...] = ()
+
+    def scaled(self, factor: float) -> Reference:
+        """The same baseline with every figure multiplied by `factor` (acceptance runs)."""
+        return replace(self, value=self.value * factor, runs=tuple(replace(r, value=r.value * factor) for r in self.runs))
+
+    def per_clock(self) -> float | None:
+        """Figure per MHz: the median over folded runs with clocks, else value / window clock."""
+        with_clock = [r.value / r.clock_mhz for r in self.runs if r.clock_mhz]
+        if len(with_clock) >= MIN_RUNS_FOR_SPREAD:
+            return statistics.median(with_clock)
+        return self.value / self.window_clock_mhz if self.window_clock_mhz else None
+
+    def run_spread(self, per_clock: bool) -> tuple[float, int] | None:
+        """(relative standard deviation between folded runs, runs) of the figure, with enough runs."""
+        values = [r.value / r.clock_mhz for r in self.runs if r.clock_mhz] if per_clock else [r.value for r in self.runs]
+        if len(values) < MIN_RUNS_FOR_SPREAD:
+            return None
+        return statistics.stdev(values) / statistics.fmean(values), len(values)
 
 
 @dataclass(frozen=True)
 class Judgement:
     """The gate's decision on one metric."""
 
-    verdict: str  # pass, regressed, improved, informational, no-baseline, mismatch
+    verdict: str  # pass, regressed, improved, informational, no-baseline, mismatch, floor-pass, below-floor
     message: str
     ratio: float | None = None
     bound: float | None = None  # worst ratio that passes (lowest for 'higher', highest for 'lower')
     allowed: float | None = None
     noise: float | None = None
+    basis: str = "throughput"  # what was compared: "throughput" (the figure) or "per-clock"
+    throughput_ratio: float | None = None  # the plain figure's ratio, when another basis gated
+    detectable: float | None = None  # the smallest change that fails 95% of the time
 
     @property
     def fails(self) -> bool:
-        return self.verdict in ("regressed", "mismatch")
+        return self.verdict in ("regressed", "mismatch", "below-floor")
 
     def details(self) -> dict[str, Any]:
-        return {"allowed": self.allowed, "noise": self.noise}
+        data: dict[str, Any] = {"allowed": self.allowed, "noise": self.noise, "basis": self.basis, "detectable": self.detectable}
+        if self.throughput_ratio is not None:
+            data["throughput_ratio"] = self.throughput_ratio
+        return data
+
+
+def _window_clock(metric: Metric) -> Mapping[str, Any]:
+    return metric.extra.get("clock") or {}
 
 
 def _clock_note(metric: Metric, reference: Reference) -> str:
     """'; clock 1410 MHz now vs 1755 MHz at baseline (-19.7%): throttled?' when they differ by 3%+."""
     telemetry = metric.extra.get("telemetry") or {}
-    now = (telemetry.get("after") or {}).get("clock_mhz")
-    then = reference.clock_mhz
+    window = _window_clock(metric)
+    now = window.get("mean_mhz") or (telemetry.get("after") or {}).get("clock_mhz")
+    then = reference.window_clock_mhz if window.get("mean_mhz") and reference.window_clock_mhz else reference.clock_mhz
     if not now or not then:
         return ""
     change = now / then - 1
-    note = f"; clock {now:.0f} MHz now vs {then:.0f} MHz at baseline ({change:+.1%})"
-    slowdowns = (telemetry.get("after") or {}).get("slowdowns") or []
+    kind = "mean clock" if window.get("mean_mhz") and reference.window_clock_mhz else "clock"
+    note = f"; {kind} {now:.0f} MHz now vs {then:.0f} MHz at baseline ({change:+.1%})"
+    slowdowns = list(window.get("reasons") or []) or (telemetry.get("after") or {}).get("slowdowns") or []
     if slowdowns:
         note += f", limits active: {', '.join(slowdowns)}"
     return note + (": a clock drop points at power or thermal throttling, not software" if change < -0.03 else "")
@@ -185,44 +277,118 @@ def _peak_note(metric: Metric) -> str:
     return f"; {percent:.1f}% of the {format_number(metric.peak)} {metric.unit} datasheet peak"
 
 
+@dataclass(frozen=True)
+class _Basis:
+    """What a comparison compares: the figures, the noises, and whether clocks were measured."""
+
+    name: str
+    now: float
+    then: float
+    own_dispersion: float | None
+    base_dispersion: float | None
+    clocks_known: bool
+    note: str = ""
+
+
+def _basis(metric: Metric, reference: Reference, threshold: Threshold) -> _Basis:
+    """Per clock cycle for a per-clock metric whose window or baseline sat at the power cap and
+    whose clocks are known on both sides; the figure itself otherwise."""
+    window = _window_clock(metric)
+    now_mhz, then_mhz = window.get("mean_mhz"), reference.window_clock_mhz
+    clocks_known = bool(now_mhz and then_mhz)
+    capped = max(window.get("capped_share") or 0.0, reference.capped_share or 0.0) >= CAPPED_SHARE
+    reference_per_clock = reference.per_clock()
+    if threshold.per_clock and clocks_known and capped and reference_per_clock and metric.better == "higher":
+        note = (
+            f"judged per clock cycle (the device sat at its power or thermal cap): mean clock {now_mhz:.0f} MHz now vs "
+            f"{then_mhz:.0f} MHz at baseline, throughput ratio {metric.value / reference.value:.3f}"
+        )
+        return _Basis(
+            "per-clock", metric.value / now_mhz, reference_per_clock, window.get("per_clock_dispersion"),
+            reference.per_clock_dispersion, True, note,
+        )
+    return _Basis("throughput", metric.value, reference.value, metric.dispersion, reference.dispersion, clocks_known and threshold.per_clock)
+
+
+def _noise(basis: _Basis, reference: Reference) -> float:
+    """The relative noise of the comparison. With folded runs: the between-run spread (a new run
+    deviates from the stack's mean at least as much as the runs did, plus the error of their
+    median); else the root-sum-square of both windows' own noise."""
+    own = relative_noise(basis.own_dispersion)
+    spread = reference.run_spread(basis.name == "per-clock")
+    if spread is not None:
+        between, runs = spread
+        return combined_noise(between * math.sqrt(math.pi / (2 * runs)), max(between, own))
+    return combined_noise(relative_noise(basis.base_dispersion), own)
+
+
+def detectable_change(allowed: float, noise: float) -> float:
+    """The smallest slowdown that fails 95% of the time: the band plus 1.645 sd of the noise."""
+    return allowed + Z_POWER * noise
+
+
+def _too_blunt(threshold: Threshold, detectable: float, update_command: str) -> str:
+    """The informational note for a host-side metric that cannot catch `detect_limit` ('' if it can)."""
+    if threshold.detect_limit is None or detectable <= threshold.detect_limit:
+        return ""
+    return (
+        f"host-side metric shown, not gated: it can only catch a change of {detectable:.0%} on this node "
+        f"(a gated metric must catch {threshold.detect_limit:.0%}); to gate it anyway, add the line "
+        f"'<pattern> detect=none' to rocm_perf_thresholds"
+    )
+
+
 def judge(
     metric: Metric, reference: Reference | None, threshold: Threshold, device_key: str, update_command: str = UPDATE_COMMAND
 ) -> Judgement:
     """Compare `metric` with its baseline under `threshold`. Pure; the message says everything
-    a reader needs (value, baseline, ratio, allowed band and where it came from, % of peak) and
-    ends with `update_command`, the command that re-records it. The metric's name is not repeated:
-    every place that shows a message puts the name before it."""
+    a reader needs (value, baseline, ratio, allowed band and where it came from, what was
+    compared, % of peak) and ends with `update_command`, the command that re-records it. The
+    metric's name is not repeated: every place that shows a message puts the name before it."""
     if reference is None:
+        own = relative_noise(metric.dispersion)
+        detectable = detectable_change(threshold.allowed(own), own * math.sqrt(2))
         if threshold.informational:
             return Judgement("informational", f"informational ({threshold.informational}); no baseline on {device_key} yet")
-        return Judgement("no-baseline", f"no baseline on {device_key}; run {update_command}")
+        return Judgement("no-baseline", f"no baseline on {device_key}; run {update_command}", detectable=detectable)
     if (reference.unit, reference.better) != (metric.unit, metric.better):
         return Judgement(
             "mismatch",
             f"the baseline is in {reference.unit} ({reference.better} is better) but this run "
             f"measures {metric.unit} ({metric.better} is better); re-record it with {update_command}",
         )
-    noise = combined_noise(relative_noise(reference.dispersion), relative_noise(metric.dispersion))
-    allowed = threshold.allowed(noise)
-    ratio = metric.value / reference.value
+    basis = _basis(metric, reference, threshold)
+    noise = _noise(basis, reference)
+    allowed = threshold.allowed(noise, basis.clocks_known)
+    detectable = detectable_change(allowed, noise)
+    ratio = basis.now / basis.then
     higher = metric.better == "higher"
     bound = 1 - allowed if higher else 1 + allowed
     worse = ratio < bound if higher else ratio > bound
     better = ratio > 1 + allowed if higher else ratio < 1 - allowed
     change = abs(ratio - 1)
+    compared = "" if basis.name == "throughput" else "; " + basis.note
     summary = (
         f"{format_number(metric.value)} {metric.unit} vs baseline {format_number(reference.value)} "
-        f"(ratio {ratio:.3f}, allowed {threshold.describe(noise)})"
+        f"(ratio {ratio:.3f}, allowed {threshold.describe(noise, basis.clocks_known)}{compared}; "
+        f"catches a {detectable:.1%} change)"
     )
-    base = dict(ratio=ratio, bound=bound, allowed=allowed, noise=noise)
-    if threshold.informational:
-        return Judgement("informational", f"informational ({threshold.informational}): {summary}", **base)
+    base = dict(
+        ratio=ratio, bound=bound, allowed=allowed, noise=noise, basis=basis.name, detectable=detectable,
+        throughput_ratio=metric.value / reference.value if basis.name != "throughput" else None,
+    )
+    blunt = _too_blunt(threshold, detectable, update_command)
+    if threshold.informational or blunt:
+        why = blunt or f"informational ({threshold.informational})"
+        return Judgement("informational", f"{why}: {summary}", **base)
     if worse:
         direction = "slower" if metric.unit.endswith("/s") else "worse"
+        per = " per clock cycle" if basis.name == "per-clock" else ""
         return Judgement(
             "regressed",
-            f"regressed: {change:.1%} {direction}, {summary}{_peak_note(metric)}"
-            f"{_clock_note(metric, reference)}. If this is expected, re-record with {update_command}",
+            f"regressed: {change:.1%} {direction}{per}, {summary}{_peak_note(metric)}"
+            f"{_clock_note(metric, reference) if basis.name == 'throughput' else ''}. "
+            f"If this is expected, re-record with {update_command}",
             **base,
         )
     if better:
@@ -235,9 +401,27 @@ def judge(
     return Judgement("pass", "", **base)
 
 
-def noisy_run_note(metric: Metric, threshold: Threshold) -> str:
-    """A warning for a run whose own spread exceeds what the gate can absorb ('' when quiet)."""
-    own = relative_noise(metric.dispersion)
+def judge_floor(metric: Metric, floor: Any, device_key: str, update_command: str = UPDATE_COMMAND) -> Judgement:
+    """Compare a higher-is-better `metric` with the least its SKU may measure (`floors.Floor`).
+    Pure; 'floor-pass' or 'below-floor', the message naming the floor's source."""
+    ratio = metric.value / floor.value
+    summary = f"{format_number(metric.value)} {metric.unit} vs the floor {format_number(floor.value)} (ratio {ratio:.3f}; {floor.source})"
+    if (floor.unit, "higher") != (metric.unit, metric.better):
+        return Judgement("mismatch", f"the floor is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)")
+    if ratio < 1:
+        return Judgement(
+            "below-floor",
+            f"below the floor: {summary}{_peak_note(metric)}. This SKU should reach the floor on any healthy node; "
+            f"check the node (clocks, other processes, the driver) before recording a baseline with {update_command}",
+            ratio=ratio, bound=1.0,
+        )
+    return Judgement("floor-pass", f"no baseline on {device_key} yet; gated by the floor: {summary}", ratio=ratio, bound=1.0)
+
+
+def noisy_run_note(metric: Metric, threshold: Threshold, dispersion: float | None = None) -> str:
+    """A warning for a run whose own spread exceeds what the gate can absorb ('' when quiet).
+    `dispersion` is the spread of the figure that gated (per clock cycle, when it was)."""
+    own = relative_noise(metric.dispersion if dispersion is None else dispersion)
     if threshold.informational or own <= threshold.noise_limit():
         return ""
     return (
@@ -246,13 +430,25 @@ def noisy_run_note(metric: Metric, threshold: Threshold) -> str:
     )
 
 
+def gated_dispersion(metric: Metric, judgement: Judgement) -> float | None:
+    """The own-window spread of the figure the judgement compared."""
+    if judgement.basis == "per-clock":
+        return _window_clock(metric).get("per_clock_dispersion")
+    return metric.dispersion
+
+
 def reference_from_entry(entry: Mapping[str, Any]) -> Reference:
     """A baseline file entry -> the Reference the gate compares with."""
     provenance = entry.get("provenance") or {}
+    clock = entry.get("clock") or {}
     return Reference(
         value=float(entry["value"]),
         unit=str(entry["unit"]),
         better=str(entry["better"]),
         dispersion=entry.get("dispersion"),
         clock_mhz=(provenance.get("telemetry") or {}).get("clock_mhz"),
+        window_clock_mhz=clock.get("mean_mhz"),
+        capped_share=clock.get("capped_share"),
+        per_clock_dispersion=clock.get("per_clock_dispersion"),
+        runs=tuple(RunPoint(float(r["value"]), r.get("clock_mhz")) for r in entry.get("runs") or ()),
     )

@@ -6,6 +6,9 @@ Imports only the standard library, pytest and torch-free project modules at modu
 
 from __future__ import annotations
 
+import statistics
+
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
@@ -34,6 +37,10 @@ HEADER_KEY = pytest.StashKey["list[str]"]()
 
 
 
+# The extended level measures over windows four times as long (unless --rocm-perf-window says otherwise).
+EXTENDED_WINDOW_FACTOR = 4.0
+
+
 def parse_window(value: str, source: str = options.WINDOW.flag) -> float:
     """'2' -> 2.0; a positive factor, at most 20."""
     try:
@@ -55,11 +62,20 @@ def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
         rules = gate.parse_rules(config.getini(options.THRESHOLDS_INI))
     except ValueError as exc:
         raise UsageError(f"{options.THRESHOLDS_INI} (ini): {exc}") from None
+    extended = options.parse_or_default(config, options.LEVEL, options.parse_level, "standard") == "extended"
     return PerfSettings(
-        window_factor=1.0 if value is None else parse_window(value, source),
+        window_factor=(EXTENDED_WINDOW_FACTOR if extended else 1.0) if value is None else parse_window(value, source),
         rules=rules,
         benchmark_json=options.output_file(config, options.BENCHMARK_JSON, "benchmarks.json"),
+        floors_dir=options.parse_or_default(config, options.FLOORS, _floors_folder, None),
     )
+
+
+def _floors_folder(value: str, source: str) -> Path:
+    folder = Path(value).expanduser().resolve()
+    if not folder.is_dir():
+        raise UsageError(f"{source}={value!r}: no such folder; expected a folder of <device-key>.json floors")
+    return folder
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,16 +91,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     from rocm_validate.errors import BaselineError
     from rocm_validate.perf.baselines import BaselineStore
+    from rocm_validate.perf.floors import FloorTable
 
     store = BaselineStore(state.settings.baselines_dir, state.device().device_key, update_command=state.settings.update_command)
+    perf = config.stash[SETTINGS_KEY]
     try:
         entries = store.read()
+        floors = FloorTable(state.device(), perf.floors_dir)
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
-    perf = config.stash[SETTINGS_KEY]
     rules = f"{len(perf.rules)} {options.THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
-    lines = [f"rocm-validate perf: baselines {described}; {rules}; window x{perf.window_factor:g}"]
+    lines = [f"rocm-validate perf: baselines {described}; {floors.describe()}; {rules}; window x{perf.window_factor:g}"]
     warning = shared_device_warning(getattr(config.option, "numprocesses", None), state.device())
     config.stash[HEADER_KEY] = lines + ([warning] if warning else [])
 
@@ -178,7 +196,7 @@ def _perf_metrics(config: pytest.Config) -> list[Any]:
 
 _UPDATE_VERDICTS = (
     ("updated", "written"),
-    ("kept", "kept (inside hysteresis)"),
+    ("folded", "folded into this stack's runs"),
     ("refused", "refused as regressions (--rocm-accept-regressions records them)"),
     ("noisy", "refused as too noisy"),
     ("not-recorded", "not recorded"),
@@ -200,7 +218,14 @@ def summary_lines(metrics: list[Any], update: bool) -> list[str]:
     for metric in metrics:
         counts.setdefault(metric.verdict, []).append(metric)
     if not update:
-        return ["perf: " + ", ".join(f"{len(found)} {verdict}" for verdict, found in sorted(counts.items()))]
+        gated = {"baseline": 0, "floor": 0, "none": 0}
+        for metric in metrics:
+            gated[metric.extra.get("gate", {}).get("gated_by", "none")] += 1
+        return [
+            "perf: " + ", ".join(f"{len(found)} {verdict}" for verdict, found in sorted(counts.items())),
+            f"perf gated by a baseline: {gated['baseline']}, by a floor only: {gated['floor']}, by neither: {gated['none']}",
+            *detection_lines(metrics),
+        ]
     lines = []
     for verdict, label in _UPDATE_VERDICTS:
         found = counts.get(verdict, [])
@@ -208,6 +233,26 @@ def summary_lines(metrics: list[Any], update: bool) -> list[str]:
             lines.append(f"baselines {label}: {len(found)}")
             lines.extend(change_line(m) for m in found)
     return lines
+
+
+def detection_lines(metrics: list[Any]) -> list[str]:
+    """'perf detects (95% of the time): median 3.1%, worst gated 8.9% (copy.host_to_device.pinned.256mib);
+    per clock cycle: 12 metrics; host-side, shown not gated: launch.empty_kernel.host_us (31%)'."""
+    judged = [m for m in metrics if m.detectable is not None and m.baseline is not None]
+    gated = [m for m in judged if m.verdict != "informational"]
+    if not judged:
+        return []
+    parts = []
+    if gated:
+        worst = max(gated, key=lambda m: m.detectable)
+        parts.append(f"median {statistics.median(m.detectable for m in gated):.1%}, worst gated {worst.detectable:.1%} ({worst.name})")
+    per_clock = sum(1 for m in judged if m.extra.get("gate", {}).get("basis") == "per-clock")
+    if per_clock:
+        parts.append(f"judged per clock cycle: {per_clock}")
+    blunt = [m for m in judged if m.verdict == "informational" and "host-side" in m.message]
+    if blunt:
+        parts.append("host-side, shown not gated: " + ", ".join(f"{m.name} ({m.detectable:.0%})" for m in blunt))
+    return ["perf detects a slowdown (95% of the time) of: " + "; ".join(parts)]
 
 
 def telemetry_line(metrics: list[Any]) -> str:

@@ -29,7 +29,8 @@ from rocm_validate.perf.baselines import (
     BaselineStore,
     decide_update,
 )
-from rocm_validate.perf.stats import SampleSummary, paired_ratios
+from rocm_validate.perf.floors import FloorTable
+from rocm_validate.perf.stats import SampleSummary, paired_ratios, relative_noise
 from rocm_validate.perf.timing import (
     Clock,
     Rotation,
@@ -40,6 +41,7 @@ from rocm_validate.perf.timing import (
     rotation_count,
 )
 from rocm_validate.platform import peaks
+from rocm_validate.platform.clocks import ClockSampler, ClockWindow, clock_window
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import Metric, format_number
 
@@ -67,14 +69,27 @@ class PerfSettings:
     window_factor: float = 1.0
     rules: tuple[gate.ThresholdRule, ...] = ()
     benchmark_json: Path | None = None
+    floors_dir: Path | None = None  # --rocm-floors
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """A timing and the device's operating point around it."""
+    """A timing, the device's operating point around it, and its clock over the window."""
 
     timing: Timing
     telemetry: Mapping[str, Any]
+    clock: ClockWindow | None = None
+
+    def clock_details(self) -> dict[str, Any] | None:
+        """The window's clock for a metric's `extra`, with the noise of the figure per clock cycle."""
+        if self.clock is None:
+            return None
+        details = self.clock.to_dict()
+        spread = None
+        if self.clock.block_mhz is not None and len(self.clock.block_mhz) == len(self.timing.summary.block_means):
+            spread = self.timing.summary.per_clock_dispersion(self.clock.block_mhz, self.timing.sustained)
+        details["per_clock_dispersion"] = spread
+        return details
 
 
 @dataclass
@@ -112,6 +127,7 @@ class PerfContext:
         self.perf = perf
         self.device = device
         self.store = BaselineStore(settings.baselines_dir, device.device_key, update_command=settings.update_command)
+        self.floors = FloorTable(device, perf.floors_dir)
         self.scale = "full" if device.is_gpu else "tiny"
         self.recorded: dict[str, str] = {}  # metric name -> nodeid, to catch two tests sharing a name
         self._telemetry: Telemetry | None = None
@@ -172,7 +188,8 @@ class PerfContext:
         }
 
     def write_baseline(self, metric: Metric) -> Metric:
-        """--update-baselines for one metric of a passed test: write, keep or refuse, and say which."""
+        """--update-baselines for one metric of a passed test: write, fold or refuse, and say which."""
+        clock = metric.extra.get("clock") or {}
         entry = BaselineEntry(
             value=metric.value,
             unit=metric.unit,
@@ -180,10 +197,16 @@ class PerfContext:
             dispersion=metric.dispersion,
             samples=metric.samples,
             provenance=self.provenance(metric),
+            clock={key: clock.get(key) for key in ("mean_mhz", "capped_share", "per_clock_dispersion")} if clock.get("mean_mhz") else None,
         )
         threshold = self.threshold(metric.name)
+        gate_facts = metric.extra.get("gate") or {}
+        own = relative_noise(clock.get("per_clock_dispersion") if gate_facts.get("basis") == "per-clock" else metric.dispersion)
+        start_over = bool(gate_facts.get("accepted_regression"))
         try:
-            decision = self.store.update(metric.name, entry, lambda old, new: decide_update(old, new, threshold))
+            decision = self.store.update(
+                metric.name, entry, lambda old, new: decide_update(None if start_over else old, new, threshold, own)
+            )
         except BaselineError as exc:
             return metric.with_verdict("not-recorded", str(exc))
         return metric.with_verdict(decision.verdict, decision.message)
@@ -191,6 +214,13 @@ class PerfContext:
     def close(self) -> None:
         if self._telemetry is not None:
             self._telemetry.close()
+
+
+def _window_clock(readings: Sequence[Any], timing: Timing, power_cap_w: float | None) -> ClockWindow | None:
+    if not readings or timing.window_host is None:
+        return None
+    start, end = timing.window_host
+    return clock_window(readings, start, end, power_cap_w, timing.block_spans())
 
 
 class PerfRecorder:
@@ -234,14 +264,19 @@ class PerfRecorder:
         from rocm_validate.perf.timing import clock_for, measure_interleaved
 
         before = self._telemetry()
-        timings = measure_interleaved(fns, self.context.plan(**plan), clock or clock_for(self._torch_device()))
-        telemetry = {
-            "source": self.context.telemetry.source,
-            "reason": self.context.telemetry.reason,
-            "before": before,
-            "after": self._telemetry(),
+        source = self.context.telemetry
+        sampler = ClockSampler(source.clock_reading).start() if self.device.is_gpu and before is not None else None
+        try:
+            timings = measure_interleaved(fns, self.context.plan(**plan), clock or clock_for(self._torch_device()))
+        finally:
+            readings = sampler.stop() if sampler is not None else []
+        telemetry = {"source": source.source, "reason": source.reason, "before": before, "after": self._telemetry()}
+        if sampler is not None and sampler.error:
+            telemetry["clock_sampler"] = sampler.error
+        return {
+            name: Measurement(timing, telemetry, _window_clock(readings, timing, source.power_cap_w))
+            for name, timing in timings.items()
         }
-        return {name: Measurement(timing, telemetry) for name, timing in timings.items()}
 
     def measure(self, fn: Callable[[], Any], clock: Clock | None = None, **plan: Any) -> Measurement:
         """Warm up and time `fn` (see rocm_validate.perf.timing); `plan` changes TimingPlan fields."""
@@ -281,6 +316,9 @@ class PerfRecorder:
     ) -> Metric:
         timing = measured.timing
         extra = {"timing": timing.details(), "telemetry": dict(measured.telemetry)}
+        clock = measured.clock_details()
+        if clock is not None:
+            extra["clock"] = clock
         return self.record(
             name,
             value,
@@ -331,28 +369,54 @@ class PerfRecorder:
             self.state.failures.append(message)
             return metric.with_verdict("invalid", message, extra=extra)
         reference = self.context.reference(metric.name)
-        judgement = gate.judge(metric, reference, threshold, self.device.device_key, self.context.settings.update_command)
-        extra["gate"].update(judgement.details())
+        update_command = self.context.settings.update_command
+        judgement = gate.judge(metric, reference, threshold, self.device.device_key, update_command)
+        floor = self.context.floors.floor(metric.name) if metric.better == "higher" and not threshold.informational else None
+        gated_by = "baseline" if reference is not None else "none"
+        if floor is not None:
+            extra["gate"]["floor_value"], extra["gate"]["floor_source"] = floor.value, floor.source
+            floor_judgement = gate.judge_floor(metric, floor, self.device.device_key, update_command)
+            if reference is None:
+                judgement, gated_by = floor_judgement, "floor"
+            elif floor_judgement.fails and not judgement.fails:
+                judgement = floor_judgement  # inside the baseline's band, yet below what the SKU must reach
+        extra["gate"].update(judgement.details(), gated_by=gated_by)
         changes: dict[str, Any] = {
             "baseline": reference.value if reference else None,
-            "ratio": judgement.ratio,
-            "threshold": judgement.bound,
+            "ratio": judgement.ratio if reference is not None or floor is None else None,
+            "threshold": judgement.bound if reference is not None else None,
+            "detectable": judgement.detectable,
             "extra": extra,
         }
         if self.context.settings.update_baselines:
-            if judgement.verdict == "regressed" and not self.context.settings.accept_regressions:
-                message = (
-                    f"refused: {format_number(reference.value)} -> {format_number(metric.value)} {metric.unit} "
-                    f"({judgement.ratio - 1:+.1%}) is worse than the baseline beyond its band "
-                    f"({judgement.allowed:.1%}); not written. If the stack really got slower, record it with "
-                    f"{self.context.settings.command('--rocm-suite=perf', '--update-baselines', '--rocm-accept-regressions')}"
-                )
-                self.state.failures.append(f"{metric.name}: {message}")
-                return metric.with_verdict("refused", message, **changes)
+            refused = self._refusal(metric, reference, judgement)
+            if refused:
+                self.state.failures.append(f"{metric.name}: {refused}")
+                return metric.with_verdict("refused", refused, **changes)
+            if judgement.verdict in ("regressed", "below-floor"):  # accepted: start the entry's runs over
+                extra["gate"]["accepted_regression"] = True
             return metric.with_verdict("recorded", "", **changes)
-        message = "; ".join(m for m in (judgement.message, gate.noisy_run_note(metric, threshold)) if m)
+        noisy = gate.noisy_run_note(metric, threshold, gate.gated_dispersion(metric, judgement))
+        message = "; ".join(m for m in (judgement.message, noisy) if m)
+        if judgement.verdict == "floor-pass":
+            return metric.with_verdict(judgement.verdict, message, **changes)
         if judgement.fails:
             self.state.failures.append(f"{metric.name}: {judgement.message}")
         elif judgement.verdict == "no-baseline":
             self.state.missing.append(metric.name)
         return metric.with_verdict(judgement.verdict, message, **changes)
+
+    def _refusal(self, metric: Metric, reference: gate.Reference | None, judgement: gate.Judgement) -> str:
+        """Why --update-baselines must not record `metric` ('' when it may): it regressed beyond
+        its baseline's band, or it is below its SKU's floor (unless --rocm-accept-regressions)."""
+        settings = self.context.settings
+        if settings.accept_regressions or judgement.verdict not in ("regressed", "below-floor"):
+            return ""
+        accept = settings.command("--rocm-suite=perf", "--update-baselines", "--rocm-accept-regressions")
+        if judgement.verdict == "below-floor":
+            return f"refused: {judgement.message.removeprefix('below the floor: ')}; not written. To record it anyway: {accept}"
+        return (
+            f"refused: {format_number(reference.value)} -> {format_number(metric.value)} {metric.unit} "
+            f"({judgement.ratio - 1:+.1%}) is worse than the baseline beyond its band ({judgement.allowed:.1%}); "
+            f"not written. If the stack really got slower, record it with {accept}"
+        )

@@ -82,10 +82,18 @@ class SampleSummary:
     @property
     def block_means(self) -> tuple[float, ...]:
         """Seconds per call of BLOCKS consecutive groups of rounds (one round each when fewer)."""
-        count = min(BLOCKS, self.rounds)
-        size = self.rounds // count
-        cuts = [self.seconds[i * size : (i + 1) * size] for i in range(count - 1)] + [self.seconds[(count - 1) * size :]]
-        return tuple(math.fsum(block) / len(block) for block in cuts)
+        return tuple(math.fsum(self.seconds[cut]) / len(self.seconds[cut]) for cut in block_slices(self.rounds))
+
+    def per_clock_dispersion(self, block_mhz: Sequence[float], sustained: bool) -> float:
+        """The dispersion of cycles per call: each block's seconds per call times its mean clock.
+        Clock swings that move a compute-bound block's time move its cycles far less, so this is
+        the noise of a figure judged per clock cycle (scaled to the window mean when sustained)."""
+        blocks = self.block_means
+        if len(block_mhz) != len(blocks):
+            raise ValueError(f"need one clock per block ({len(blocks)}), found {len(block_mhz)}")
+        cycles = [seconds * mhz for seconds, mhz in zip(blocks, block_mhz)]
+        spread = _iqr(cycles) / statistics.median(cycles)
+        return spread / math.sqrt(len(cycles)) if sustained else spread
 
     @property
     def dispersion(self) -> float:
@@ -112,6 +120,13 @@ class SampleSummary:
     def noise(self) -> float:
         """Relative standard deviation of one round, estimated robustly from the IQR."""
         return relative_noise(self.dispersion)
+
+
+def block_slices(rounds: int) -> list[slice]:
+    """The rounds of each of BLOCKS consecutive blocks (one round a block when fewer rounds)."""
+    count = min(BLOCKS, rounds)
+    size = rounds // count
+    return [slice(i * size, (i + 1) * size) for i in range(count - 1)] + [slice((count - 1) * size, rounds)]
 
 
 def _iqr(values: Sequence[float]) -> float:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
-from rocm_validate.perf.stats import SampleSummary, relative_mad
+from rocm_validate.perf.stats import SampleSummary, block_slices, relative_mad
 
 T = TypeVar("T")
 
@@ -215,6 +215,17 @@ class Timing:
     warmup_s: float
     warmup_steady: bool  # False: the rate was still moving when warm-up hit its limit
     sustained: bool = False
+    # Host time (time.perf_counter) when the window's first round was marked and when the last
+    # finished, and each round's start and end in seconds from the first mark (device time):
+    # what aligns clock readings with rounds.
+    window_host: tuple[float, float] | None = None
+    round_spans: tuple[tuple[float, float], ...] = ()
+
+    def block_spans(self) -> tuple[tuple[float, float], ...]:
+        """(start, end) offsets of each block of rounds (stats.block_slices), () when unknown."""
+        if len(self.round_spans) != self.summary.rounds:
+            return ()
+        return tuple((self.round_spans[cut][0][0], self.round_spans[cut][-1][1]) for cut in block_slices(self.summary.rounds))
 
     @property
     def dispersion(self) -> float:
@@ -321,6 +332,7 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], plan: TimingPlan, 
             method = "graph-replay"
     rounds = round_count(sum(job.call_s * job.calls for job in jobs.values()), plan)
     marks: dict[str, list[tuple[Any, Any]]] = {name: [] for name in jobs}
+    began = time.perf_counter()
     for _ in range(rounds):
         for name, job in jobs.items():
             start = clock.mark()
@@ -331,6 +343,8 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], plan: TimingPlan, 
                     job.fn()
             marks[name].append((start, clock.mark()))
     clock.synchronize()
+    ended = time.perf_counter()
+    first = next(iter(marks.values()))[0][0]
     return {
         name: Timing(
             summary=SampleSummary(
@@ -341,6 +355,8 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], plan: TimingPlan, 
             warmup_s=warmup_s,
             warmup_steady=steady,
             sustained=plan.sustained,
+            window_host=(began, ended),
+            round_spans=tuple((clock.seconds_between(first, s), clock.seconds_between(first, e)) for s, e in marks[name]),
         )
         for name in jobs
     }

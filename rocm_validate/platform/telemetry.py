@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from rocm_validate.platform.amd_tools import normalize_bdf
+from rocm_validate.platform.clocks import ClockReading
 from rocm_validate.platform.amdsmi_import import import_amdsmi
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.platform.probing import one_line
@@ -134,13 +135,32 @@ def amdsmi_sample(gfx_clock: Any, memory_clock: Any, temperature: Any, power: An
     )
 
 
+def nvml_clock_reading(readings: Mapping[str, Any]) -> ClockReading | None:
+    """A fast reading for the clock sampler from pynvml's sm_clock, power_mw and reasons."""
+    sample = nvml_sample(readings)
+    if sample.clock_mhz is None:
+        return None
+    return ClockReading(0.0, sample.clock_mhz, sample.power_w, sample.reasons if "reasons" in readings else None)
+
+
+def amdsmi_clock_reading(readings: Mapping[str, Any]) -> ClockReading | None:
+    """A fast reading for the clock sampler from amdsmi's GFX clock and power (no reasons)."""
+    sample = amdsmi_readings(readings)
+    return None if sample.clock_mhz is None else ClockReading(0.0, sample.clock_mhz, sample.power_w, None)
+
+
 class Telemetry(Protocol):
     """A source of samples for one device; `reason` says why there are none."""
 
     source: str
     reason: str
+    power_cap_w: float | None  # the enforced board power limit, where the library tells
 
     def sample(self) -> TelemetrySample | None: ...
+
+    def clock_reading(self) -> ClockReading | None:
+        """Only the clock, power and limit reasons: cheap enough to read every few ms."""
+        ...
 
     def close(self) -> None: ...
 
@@ -149,11 +169,15 @@ class NoTelemetry:
     """No telemetry for this device, and why."""
 
     source = "none"
+    power_cap_w = None
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
     def sample(self) -> TelemetrySample | None:
+        return None
+
+    def clock_reading(self) -> ClockReading | None:
         return None
 
     def close(self) -> None:
@@ -171,11 +195,17 @@ class _Reader:
         fields: Mapping[str, Callable[[], Any]],
         build: Callable[[Mapping[str, Any]], TelemetrySample],
         close: Callable[[], None],
+        clock_fields: tuple[str, ...] = (),
+        clock_build: Callable[[Mapping[str, Any]], ClockReading | None] | None = None,
+        power_cap_w: float | None = None,
     ) -> None:
         self.source = source
         self._fields = dict(fields)
         self._build = build
         self._close = close
+        self._clock_fields = clock_fields
+        self._clock_build = clock_build
+        self.power_cap_w = power_cap_w
         self.unavailable: dict[str, str] = {}
         self.reason = ""
 
@@ -195,6 +225,13 @@ class _Reader:
             self.reason = f"{self.source} reading failed: {'; '.join(refused)}"
             return None
         return replace(self._build(readings), unavailable=refused)
+
+    def clock_reading(self) -> ClockReading | None:
+        """The clock fields only, for the clock sampler (raises what the library raises)."""
+        if self.reason or self._clock_build is None:
+            return None
+        names = [name for name in self._clock_fields if name in self._fields and name not in self.unavailable]
+        return self._clock_build({name: self._fields[name]() for name in names})
 
     def close(self) -> None:
         try:
@@ -234,7 +271,19 @@ def _open_nvml(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         "power_mw": lambda: pynvml.nvmlDeviceGetPowerUsage(handle),
         "reasons": lambda: reasons_call(handle),
     }
-    return _Reader("nvidia-ml-py", fields, nvml_sample, pynvml.nvmlShutdown)
+    return _Reader(
+        "nvidia-ml-py", fields, nvml_sample, pynvml.nvmlShutdown,
+        clock_fields=("sm_clock", "power_mw", "reasons"), clock_build=nvml_clock_reading,
+        power_cap_w=_optional(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
+    )
+
+
+def _optional(read: Callable[[], Any]) -> float | None:
+    """A reading taken once at open, or None when the library refuses it."""
+    try:
+        return _reading(read())
+    except Exception:  # noqa: BLE001 - an optional reading
+        return None
 
 
 def amdsmi_readings(readings: Mapping[str, Any]) -> TelemetrySample:
@@ -261,7 +310,11 @@ def _open_amdsmi(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         ),
         "power": lambda: amdsmi.amdsmi_get_power_info(handle),
     }
-    return _Reader("amdsmi", fields, amdsmi_readings, amdsmi.amdsmi_shut_down)
+    return _Reader(
+        "amdsmi", fields, amdsmi_readings, amdsmi.amdsmi_shut_down,
+        clock_fields=("gfx_clock", "power"), clock_build=amdsmi_clock_reading,
+        power_cap_w=_optional(lambda: _watts(amdsmi.amdsmi_get_power_cap_info(handle).get("power_cap"))),
+    )
 
 
 def open_telemetry(device: DeviceInfo, env: Mapping[str, str] | None = None) -> Telemetry:

@@ -35,6 +35,7 @@ class Metric:
     baseline: float | None = None
     ratio: float | None = None  # value / baseline
     threshold: float | None = None  # the worst ratio that still passes (or best, for 'lower')
+    detectable: float | None = None  # the smallest change the gate catches 95% of the time (fraction)
     verdict: str = "recorded"
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

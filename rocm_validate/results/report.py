@@ -78,6 +78,7 @@ METRIC_SCHEMA: dict[str, Any] = {
         "better": {"enum": ["higher", "lower"]},
         "baseline": _NUMBER,
         "ratio": _NUMBER,
+        "detectable": _NUMBER,
         "peak": _NUMBER,
         "percent_of_peak": _NUMBER,
         "verdict": {"type": "string"},
@@ -165,7 +166,7 @@ def stack_summary(device: DeviceInfo) -> str:
     return ", ".join(items)
 
 
-_COLUMNS = ("metric", "value", "unit", "baseline", "ratio", "% peak", "verdict")
+_COLUMNS = ("metric", "value", "unit", "baseline", "ratio", "detects", "% peak", "verdict")
 
 
 def metric_rows(metrics: Iterable[Metric]) -> list[tuple[str, ...]]:
@@ -176,6 +177,7 @@ def metric_rows(metrics: Iterable[Metric]) -> list[tuple[str, ...]]:
             m.unit,
             format_number(m.baseline),
             "-" if m.ratio is None else f"{m.ratio:.3f}",
+            "-" if m.detectable is None else f"{m.detectable:.1%}",
             "-" if m.percent_of_peak is None else f"{m.percent_of_peak:.1f}",
             m.verdict,
         )
@@ -187,7 +189,7 @@ def metrics_table(metrics: list[Metric]) -> list[str]:
     """A plain aligned table, one metric a row, followed by the messages that explain verdicts."""
     rows = [_COLUMNS, *metric_rows(metrics)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i in (0, 2, 6) else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines = ["  ".join(cell.ljust(widths[i]) if i in (0, 2, 7) else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = [f"{m.name}: {m.message}" for m in metrics if m.message]
     return lines + ([""] + notes if notes else [])

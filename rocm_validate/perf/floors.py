@@ -1,0 +1,211 @@
+"""Floors: the minimum acceptable figure of a metric on a SKU, so a node with no recorded
+baseline is gated from its first run (as RVS and AMD's acceptance docs gate an MI300X, and as
+DCGM sets per-SKU targets at about 0.75x of measured values).
+
+The shipped table (`shipped_floor`) holds, per product of the datasheet table
+(`rocm_validate.platform.peaks`), a floor for each metric where a public acceptance figure or a
+defensible rule exists, every entry with its source:
+
+* MI300X / MI325X: RVS's bf16 (552 TFLOP/s) and FP8 (1215 TFLOP/s) GEMM figures and AMD's
+  BabelStream copy acceptance (4177 GB/s);
+* other AMD parts: the share of the datasheet peak those MI300X figures represent, applied to
+  the part's own peak;
+* H100 SXM and H200 SXM: 0.75x every throughput measured here (the committed baselines), the DCGM
+  rule;
+* other NVIDIA parts: 0.75x the share of the datasheet peak the H100 SXM reached here, applied
+  to the part's own peak.
+
+A compute partition (CPX, ...) gets its share of the compute floors and no memory floor, as its
+datasheet peaks (`peaks.peak_for`). Users add or override floors with `--rocm-floors=DIR`: files
+named `<device-key>.json` with the baseline files' schema (`baselines.BASELINES_SCHEMA`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from rocm_validate.errors import BaselineError, JsonFileError
+from rocm_validate.perf.baselines import BASELINES_SCHEMA
+from rocm_validate.platform import peaks
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.results import jsonfile
+
+# Metric families the perf suites record; a user floor for any other name is a typo.
+FAMILIES = ("gemm", "sdpa", "copy", "launch", "train", "collective", "p2p")
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The least a metric may measure (higher-is-better metrics only), and why."""
+
+    value: float
+    unit: str
+    source: str
+
+
+_RVS = "ROCm Validation Suite, rvs/conf/MI300X"
+_ACCEPTANCE = "AMD MI300X system acceptance (ROCm/system-acceptance-docs docs/gpus/mi300x.md)"
+_MI300X_FIGURES = {  # metric kind -> (figure, unit, source), for the MI300X's datasheet peaks
+    "bf16": (552.0, "TFLOP/s", f"{_RVS} level-3 bf16 GEMM target"),
+    "fp16": (552.0, "TFLOP/s", f"{_RVS} level-3 bf16 GEMM target (fp16 has the same datasheet rate)"),
+    "fp32": (552.0 / 1307.4 * 163.4, "TFLOP/s", f"{_RVS} bf16 GEMM target's share of the bf16 peak, of the fp32 peak"),
+    "fp8": (1215.0, "TFLOP/s", f"{_RVS} gst_single.conf FP8 GEMM target (hipBLASLt)"),
+    "memory": (4177.285, "GB/s", f"{_ACCEPTANCE}: BabelStream copy"),
+}
+_MI300X = peaks.find_peaks("AMD Instinct MI300X", "gfx942")
+
+# Throughputs measured on the lent GPUs (the committed baselines, torch 2.11 + CUDA 13.0); the
+# floor is MEASURED_SHARE of each. Host-side transfers (pinned copies) depend on the host, not
+# the SKU, and get none.
+MEASURED_SHARE = 0.75
+MEASURED: dict[str, tuple[str, dict[str, tuple[float, str]]]] = {
+    "NVIDIA H100 SXM": ("the lent H100 80GB HBM3 (baselines/nvidia-h100-80gb-hbm3-sm90.json)", {
+        "copy.device.2048mib": (3025.0, "GB/s"),
+        "gemm.bf16.24576x4096x1024": (636.8, "TFLOP/s"),
+        "gemm.bf16.8192x14336x4096": (691.0, "TFLOP/s"),
+        "gemm.bf16.8192x8192x8192": (688.1, "TFLOP/s"),
+        "gemm.fp16.24576x4096x1024": (613.7, "TFLOP/s"),
+        "gemm.fp16.8192x14336x4096": (664.5, "TFLOP/s"),
+        "gemm.fp16.8192x8192x8192": (657.3, "TFLOP/s"),
+        "gemm.fp32.24576x4096x1024": (50.5, "TFLOP/s"),
+        "gemm.fp32.8192x14336x4096": (51.41, "TFLOP/s"),
+        "gemm.fp32.8192x8192x8192": (51.67, "TFLOP/s"),
+        "gemm.fp8.24576x4096x1024": (1013.0, "TFLOP/s"),
+        "gemm.fp8.8192x14336x4096": (1208.0, "TFLOP/s"),
+        "gemm.fp8.8192x8192x8192": (1242.0, "TFLOP/s"),
+        "sdpa.backward.bert-large.48x16x512x64": (250.9, "TFLOP/s"),
+        "sdpa.backward.llama-8b.8x32x4096x128": (459.5, "TFLOP/s"),
+        "sdpa.forward.bert-large.48x16x512x64": (379.5, "TFLOP/s"),
+        "sdpa.forward.llama-8b.8x32x4096x128": (525.4, "TFLOP/s"),
+        "train.bert-large.compiled.model_tflops": (376.6, "TFLOP/s"),
+        "train.bert-large.compiled.samples_per_s": (341.0, "samples/s"),
+        "train.bert-large.eager.model_tflops": (284.7, "TFLOP/s"),
+        "train.bert-large.eager.samples_per_s": (257.8, "samples/s"),
+        "train.llama-3.1-8b-2l.eager.model_tflops": (401.1, "TFLOP/s"),
+        "train.llama-3.1-8b-2l.eager.tokens_per_s": (64980.0, "tokens/s"),
+    }),
+    "NVIDIA H200 SXM": ("the lent H200 (baselines/nvidia-h200-sm90.json)", {
+        "copy.device.2048mib": (4273.0, "GB/s"),
+        "gemm.bf16.24576x4096x1024": (612.8, "TFLOP/s"),
+        "gemm.bf16.8192x14336x4096": (664.0, "TFLOP/s"),
+        "gemm.bf16.8192x8192x8192": (659.1, "TFLOP/s"),
+        "gemm.fp16.24576x4096x1024": (591.6, "TFLOP/s"),
+        "gemm.fp16.8192x14336x4096": (643.2, "TFLOP/s"),
+        "gemm.fp16.8192x8192x8192": (635.4, "TFLOP/s"),
+        "gemm.fp32.24576x4096x1024": (50.41, "TFLOP/s"),
+        "gemm.fp32.8192x14336x4096": (50.81, "TFLOP/s"),
+        "gemm.fp32.8192x8192x8192": (51.04, "TFLOP/s"),
+        "gemm.fp8.24576x4096x1024": (981.2, "TFLOP/s"),
+        "gemm.fp8.8192x14336x4096": (1171.0, "TFLOP/s"),
+        "gemm.fp8.8192x8192x8192": (1211.0, "TFLOP/s"),
+        "sdpa.backward.bert-large.48x16x512x64": (280.6, "TFLOP/s"),
+        "sdpa.backward.llama-8b.8x32x4096x128": (455.7, "TFLOP/s"),
+        "sdpa.forward.bert-large.48x16x512x64": (363.6, "TFLOP/s"),
+        "sdpa.forward.llama-8b.8x32x4096x128": (521.1, "TFLOP/s"),
+        "train.bert-large.compiled.model_tflops": (393.1, "TFLOP/s"),
+        "train.bert-large.compiled.samples_per_s": (356.0, "samples/s"),
+        "train.bert-large.eager.model_tflops": (309.5, "TFLOP/s"),
+        "train.bert-large.eager.samples_per_s": (280.2, "samples/s"),
+        "train.llama-3.1-8b-2l.eager.model_tflops": (432.8, "TFLOP/s"),
+        "train.llama-3.1-8b-2l.eager.tokens_per_s": (70120.0, "tokens/s"),
+    }),
+}
+
+# The metrics the peak-derived rules cover: the square GEMM of each dtype and the device copy.
+_PEAK_METRICS = {
+    "gemm.bf16.8192x8192x8192": "bf16",
+    "gemm.fp16.8192x8192x8192": "fp16",
+    "gemm.fp32.8192x8192x8192": "fp32",
+    "gemm.fp8.8192x8192x8192": "fp8",
+    "copy.device.2048mib": "memory",
+}
+_H100 = peaks.find_peaks("NVIDIA H100 80GB HBM3", "sm_90")
+
+
+def _amd_floor(row: peaks.DevicePeaks, kind: str, peak: float) -> Floor:
+    figure, unit, source = _MI300X_FIGURES[kind]
+    same_part = row.product == "AMD Instinct MI300X" or (row.product == "AMD Instinct MI325X" and kind != "memory")
+    if same_part:  # the figure itself, or a partition's share of it
+        return Floor(round(figure * peak / _MI300X.value(kind), 1), unit, source)
+    share = figure / _MI300X.value(kind)
+    return Floor(round(share * peak, 1), unit, f"{share:.1%} of the datasheet peak: the share of the MI300X peak of {source}")
+
+
+def _nvidia_floor(kind: str, metric: str, peak: float) -> Floor:
+    value, unit = MEASURED["NVIDIA H100 SXM"][1][metric]
+    share = MEASURED_SHARE * value / _H100.value(kind)
+    return Floor(
+        round(share * peak, 1), unit,
+        f"{share:.1%} of the datasheet peak: {MEASURED_SHARE:g} x the share of its peak the H100 SXM reached here",
+    )
+
+
+def shipped_floor(device: DeviceInfo, metric: str) -> Floor | None:
+    """The shipped table's floor of `metric` on `device`, or None where it has none."""
+    row = peaks.find_peaks(device.name, device.arch)
+    if row is None:
+        return None
+    whole_package = (device.compute_partition or "spx").lower() in ("spx", "n/a", "")
+    if row.product in MEASURED and whole_package:
+        where, values = MEASURED[row.product]
+        if metric in values:
+            value, unit = values[metric]
+            return Floor(round(MEASURED_SHARE * value, 1), unit, f"{MEASURED_SHARE:g} x {value:g} {unit} measured on {where}, the DCGM rule")
+    kind = _PEAK_METRICS.get(metric)
+    peak = peaks.peak_for(device, kind) if kind else None
+    if kind is None or peak is None:
+        return None
+    return _amd_floor(row, kind, peak) if row.arch.startswith("gfx") else _nvidia_floor(kind, metric, peak)
+
+
+def read_floor_file(path: Path, device_key: str) -> dict[str, Floor]:
+    """A user's floors for one device key (`--rocm-floors`), in the baselines' schema. Raises
+    BaselineError naming the file and the entry: a schema break, a floor for a metric no suite
+    records, or a floor on a lower-is-better metric."""
+    fix = "Fix or remove the file, or point --rocm-floors elsewhere"
+    try:
+        data = jsonfile.read_json(path, {**BASELINES_SCHEMA, "title": "rocm-validate floors"}, fix=fix)
+    except JsonFileError as exc:
+        raise BaselineError(str(exc)) from None
+    if data["device_key"] != device_key:
+        raise BaselineError(f"{path} holds floors for device key {data['device_key']!r}, but its name says {device_key!r}. {fix}")
+    floors = {}
+    for name, entry in data["metrics"].items():
+        problem = _entry_problem(name, entry)
+        if problem:
+            raise BaselineError(f"{path}: floor {name!r} {problem}. {fix}")
+        source = str((entry.get("provenance") or {}).get("source") or f"{path}")
+        floors[name] = Floor(float(entry["value"]), str(entry["unit"]), source)
+    return floors
+
+
+def _entry_problem(name: str, entry: Mapping[str, Any]) -> str | None:
+    family = name.split(".", 1)[0]
+    if family not in FAMILIES or not re.fullmatch(r"[a-z0-9][a-z0-9_.+-]*\.[a-z0-9_.+-]+", name):
+        return f"names no metric the suites record (metric names start with one of {', '.join(FAMILIES)})"
+    if entry["better"] != "higher":
+        return "is on a lower-is-better metric; a floor is the least a throughput may measure"
+    return None
+
+
+class FloorTable:
+    """The floors a run gates with: the user's for this device key first, then the shipped table."""
+
+    def __init__(self, device: DeviceInfo, user_folder: Path | None) -> None:
+        self.device = device
+        self.user_file = None if user_folder is None else user_folder / f"{device.device_key}.json"
+        self._user = read_floor_file(self.user_file, device.device_key) if self.user_file and self.user_file.exists() else {}
+
+    def floor(self, metric: str) -> Floor | None:
+        return self._user.get(metric) or shipped_floor(self.device, metric)
+
+    def describe(self) -> str:
+        """'floors: 2 from <file>, then the shipped table for NVIDIA H100 SXM' for the header."""
+        row = peaks.find_peaks(self.device.name, self.device.arch)
+        shipped = f"the shipped table for {row.product}" if row else "no shipped floors for this device"
+        if self._user:
+            return f"floors: {len(self._user)} from {self.user_file}, then {shipped}"
+        return f"floors: {shipped}"

@@ -1,0 +1,124 @@
+"""Detection power: per-clock judgement at the power cap, bands from folded runs' spread, the
+detectable change of every judgement, and host-side metrics too blunt to gate. Clocks are made
+up (no GPU here); every rule that can pass a run has a negative control that fails one."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocm_validate.perf import gate
+from rocm_validate.perf.gate import Reference, RunPoint, Threshold
+from rocm_validate.results.metrics import Metric
+
+KEY = "nvidia-h100-80gb-hbm3-sm90"
+GEMM = gate.threshold_for("gemm.bf16.8192x8192x8192", "cuda")
+
+
+def gemm(value: float, mhz: float | None = None, capped: float = 0.0, dispersion: float = 0.002, per_clock: float = 0.002) -> Metric:
+    extra = {}
+    if mhz is not None:
+        extra["clock"] = {"mean_mhz": mhz, "capped_share": capped, "reasons": ["sw-power-cap"] if capped else [],
+                          "per_clock_dispersion": per_clock}
+    return Metric("gemm.bf16.8192x8192x8192", value, "TFLOP/s", dispersion=dispersion, extra=extra)
+
+
+def baseline(value: float = 680.0, mhz: float | None = 1600.0, capped: float = 0.9, runs: tuple[RunPoint, ...] = ()) -> Reference:
+    return Reference(value, "TFLOP/s", "higher", dispersion=0.002, window_clock_mhz=mhz, capped_share=capped,
+                     per_clock_dispersion=0.002, runs=runs)
+
+
+def test_at_the_power_cap_a_lower_clock_with_the_same_work_per_cycle_passes_per_clock() -> None:
+    judgement = gate.judge(gemm(680.0 * 0.92, mhz=1600.0 * 0.92, capped=0.95), baseline(), GEMM, KEY)
+    assert judgement.verdict == "pass" and judgement.basis == "per-clock"
+    assert judgement.throughput_ratio == pytest.approx(0.92) and judgement.ratio == pytest.approx(1.0)
+
+
+def test_at_the_power_cap_a_five_percent_slower_kernel_fails_per_clock() -> None:
+    judgement = gate.judge(gemm(680.0 / 1.05 * 0.97, mhz=1600.0 * 0.97, capped=0.95), baseline(), GEMM, KEY)
+    assert judgement.verdict == "regressed" and judgement.basis == "per-clock"
+    assert "slower per clock cycle" in judgement.message and "judged per clock cycle" in judgement.message
+    assert "throughput ratio 0.924" in judgement.message
+
+
+def test_a_lower_clock_without_a_power_or_thermal_limit_is_judged_on_throughput_and_fails() -> None:
+    locked = gate.judge(gemm(680.0 * 0.9, mhz=1440.0, capped=0.0), baseline(capped=0.0), GEMM, KEY)
+    assert locked.verdict == "regressed" and locked.basis == "throughput"
+    assert "mean clock 1440 MHz now vs 1600 MHz at baseline (-10.0%)" in locked.message
+
+
+def test_without_clocks_on_both_sides_the_wider_floor_holds() -> None:
+    no_clock = gate.judge(gemm(680.0 * 0.96), baseline(mhz=None), GEMM, KEY)
+    with_clock = gate.judge(gemm(680.0 * 0.96, mhz=1600.0, capped=0.0), baseline(capped=0.0), GEMM, KEY)
+    assert (no_clock.verdict, no_clock.allowed) == ("pass", GEMM.floor)
+    assert (with_clock.verdict, with_clock.allowed) == ("regressed", GEMM.clock_floor)
+
+
+def test_a_metric_not_marked_per_clock_is_never_judged_per_clock() -> None:
+    copy = gate.threshold_for("copy.device.2048mib", "cuda")
+    judgement = gate.judge(gemm(680.0 * 0.92, mhz=1600.0 * 0.92, capped=0.95), baseline(), copy, KEY)
+    assert judgement.basis == "throughput" and judgement.verdict == "regressed"
+
+
+def test_folded_runs_replace_the_window_noise_with_their_between_run_spread() -> None:
+    runs = tuple(RunPoint(v, 1600.0) for v in (676.0, 680.0, 684.0))
+    noisy_window = gemm(680.0, mhz=1600.0, capped=0.95, per_clock=0.05)
+    with_runs = gate.judge(noisy_window, baseline(runs=runs), GEMM, KEY)
+    without = gate.judge(noisy_window, baseline(), GEMM, KEY)
+    spread = 4.0 / 680.0  # the runs' relative standard deviation; the median of 3 errs by sqrt(pi/6) of it
+    own = 0.05 / 1.349  # a new run deviates at least as much as its own window says
+    assert with_runs.noise == pytest.approx((spread**2 * 3.14159265 / 6 + own**2) ** 0.5, rel=1e-6)
+    quiet = gate.judge(gemm(680.0, mhz=1600.0, capped=0.95), baseline(runs=runs), GEMM, KEY)
+    assert quiet.noise == pytest.approx((spread**2 * 3.14159265 / 6 + spread**2) ** 0.5, rel=1e-6)
+    assert without.noise > quiet.noise
+
+
+def test_runs_that_disagree_widen_the_band_so_a_drifting_metric_does_not_false_alarm() -> None:
+    runs = tuple(RunPoint(v, 1600.0) for v in (640.0, 680.0, 720.0))
+    judgement = gate.judge(gemm(640.0, mhz=1600.0, capped=0.95), baseline(runs=runs), GEMM, KEY)
+    assert judgement.verdict == "pass" and judgement.allowed > 0.06
+
+
+def test_every_judgement_states_the_change_it_catches_95_percent_of_the_time() -> None:
+    judgement = gate.judge(gemm(680.0, mhz=1600.0, capped=0.95), baseline(), GEMM, KEY)
+    assert judgement.detectable == pytest.approx(judgement.allowed + 1.645 * judgement.noise)
+    assert f"catches a {judgement.detectable:.1%} change" in gate.judge(gemm(600.0, mhz=1600.0, capped=0.95), baseline(), GEMM, KEY).message
+    assert gate.detectable_change(0.03, 0.01) == pytest.approx(0.04645)
+
+
+def test_a_host_side_metric_that_cannot_catch_ten_percent_is_shown_not_gated() -> None:
+    launch = gate.threshold_for("launch.empty_kernel.host_us", "cuda")
+    noisy = Metric("launch.empty_kernel.host_us", 9.0, "us", better="lower", dispersion=0.10)
+    judgement = gate.judge(noisy, Reference(5.0, "us", "lower", dispersion=0.10), launch, KEY)
+    assert judgement.verdict == "informational" and not judgement.fails
+    assert "host-side metric shown, not gated" in judgement.message and "detect=none" in judgement.message
+
+
+def test_a_host_side_metric_that_can_catch_ten_percent_still_gates() -> None:
+    pinned = gate.threshold_for("copy.host_to_device.pinned.256mib", "cuda")
+    slow = Metric("copy.host_to_device.pinned.256mib", 40.0, "GB/s", dispersion=0.001)
+    assert gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), pinned, KEY).verdict == "regressed"
+
+
+def test_detect_none_in_the_ini_gates_a_blunt_host_side_metric_anyway() -> None:
+    (rule,) = gate.parse_rules(["launch.* detect=none"])
+    noisy = Metric("launch.empty_kernel.host_us", 9.0, "us", better="lower", dispersion=0.10)
+    judgement = gate.judge(noisy, Reference(5.0, "us", "lower", dispersion=0.10), rule.threshold, KEY)
+    assert judgement.verdict == "regressed"
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("gemm.* per_clock=maybe", "expected yes or no"),
+    ("gemm.* detect=lots", "expected a fraction"),
+    ("gemm.* clock_floor=0.09", "clock_floor <= floor"),
+    ("launch.* detect=2", "between 0 and 1"),
+])
+def test_bad_detection_settings_in_the_ini_are_named(line: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        gate.parse_rules([line])
+
+
+def test_a_scaled_reference_scales_its_runs_so_acceptance_runs_can_rejudge_offline() -> None:
+    runs = tuple(RunPoint(v, 1600.0) for v in (676.0, 680.0, 684.0))
+    scaled = baseline(runs=runs).scaled(1.05)
+    assert scaled.value == pytest.approx(714.0) and scaled.runs[0].value == pytest.approx(709.8)
+    assert gate.judge(gemm(680.0, mhz=1600.0, capped=0.95), scaled, GEMM, KEY).verdict == "regressed"
