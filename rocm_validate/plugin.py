@@ -13,6 +13,7 @@ from typing import Any, Generator
 import pytest
 
 from rocm_validate.core import hookspec, options, requirements
+from rocm_validate.core.categorize import categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
 from rocm_validate.core.selection import suite_of, touches_suites
 from rocm_validate.core.session import (
@@ -125,13 +126,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """A not-validated skip fails under --rocm-strict; after the call phase, let gates finalize
-    each metric (e.g. write a baseline on success)."""
+    """A not-validated skip fails under --rocm-strict; a failure gets its triage category; after
+    the call phase, let gates finalize each metric (e.g. write a baseline on success)."""
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(requirements.NotValidated):
         if run_state(item.config).settings.strict:
             report.outcome = "failed"
             report.longrepr = f"{call.excinfo.value.msg} (--rocm-strict: a check that was not validated fails)"
+    categorize(item, report, call.excinfo.value if call.excinfo else None, item.stash.get(SUITE_KEY, None))
     pending = item.stash.get(PENDING_METRICS_KEY, [])
     if call.when == "call" and pending:
         finalized = []

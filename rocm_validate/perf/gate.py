@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from rocm_validate.core.options import THRESHOLD_FORMS
+from rocm_validate.perf.attribution import attribute
 from rocm_validate.perf.stats import combined_noise, relative_noise
 from rocm_validate.results.metrics import Metric, format_number
 
@@ -154,6 +155,7 @@ class Judgement:
     bound: float | None = None  # worst ratio that passes (lowest for 'higher', highest for 'lower')
     allowed: float | None = None
     noise: float | None = None
+    category: str | None = None  # a failure's triage category (rocm_validate.results.triage)
 
     @property
     def fails(self) -> bool:
@@ -161,21 +163,6 @@ class Judgement:
 
     def details(self) -> dict[str, Any]:
         return {"allowed": self.allowed, "noise": self.noise}
-
-
-def _clock_note(metric: Metric, reference: Reference) -> str:
-    """'; clock 1410 MHz now vs 1755 MHz at baseline (-19.7%): throttled?' when they differ by 3%+."""
-    telemetry = metric.extra.get("telemetry") or {}
-    now = (telemetry.get("after") or {}).get("clock_mhz")
-    then = reference.clock_mhz
-    if not now or not then:
-        return ""
-    change = now / then - 1
-    note = f"; clock {now:.0f} MHz now vs {then:.0f} MHz at baseline ({change:+.1%})"
-    slowdowns = (telemetry.get("after") or {}).get("slowdowns") or []
-    if slowdowns:
-        note += f", limits active: {', '.join(slowdowns)}"
-    return note + (": a clock drop points at power or thermal throttling, not software" if change < -0.03 else "")
 
 
 def _peak_note(metric: Metric) -> str:
@@ -189,9 +176,11 @@ def judge(
     metric: Metric, reference: Reference | None, threshold: Threshold, device_key: str, update_command: str = UPDATE_COMMAND
 ) -> Judgement:
     """Compare `metric` with its baseline under `threshold`. Pure; the message says everything
-    a reader needs (value, baseline, ratio, allowed band and where it came from, % of peak) and
-    ends with `update_command`, the command that re-records it. The metric's name is not repeated:
-    every place that shows a message puts the name before it."""
+    a reader needs (value, baseline, ratio, allowed band and where it came from, % of peak), a
+    regression's cause with its evidence (rocm_validate.perf.attribution), and `update_command`,
+    the command that re-records it (not after contention or throttling: such a run must not become
+    the baseline). The metric's name is not repeated: every place that shows a message puts the
+    name before it."""
     if reference is None:
         if threshold.informational:
             return Judgement("informational", f"informational ({threshold.informational}); no baseline on {device_key} yet")
@@ -201,6 +190,7 @@ def judge(
             "mismatch",
             f"the baseline is in {reference.unit} ({reference.better} is better) but this run "
             f"measures {metric.unit} ({metric.better} is better); re-record it with {update_command}",
+            category="environment",
         )
     noise = combined_noise(relative_noise(reference.dispersion), relative_noise(metric.dispersion))
     allowed = threshold.allowed(noise)
@@ -219,10 +209,12 @@ def judge(
         return Judgement("informational", f"informational ({threshold.informational}): {summary}", **base)
     if worse:
         direction = "slower" if metric.unit.endswith("/s") else "worse"
+        cause = attribute(metric.name, metric.extra.get("telemetry") or {}, reference.clock_mhz, change)
+        update = f". If this is expected, re-record with {update_command}" if cause.category == "performance" else ""
         return Judgement(
             "regressed",
-            f"regressed: {change:.1%} {direction}, {summary}{_peak_note(metric)}"
-            f"{_clock_note(metric, reference)}. If this is expected, re-record with {update_command}",
+            f"regressed: {change:.1%} {direction}, {summary}{_peak_note(metric)}{cause.note}{update}",
+            category=cause.category,
             **base,
         )
     if better:

@@ -22,6 +22,14 @@ from rocm_validate.platform.amd_tools import normalize_bdf
 from rocm_validate.platform.amdsmi_import import import_amdsmi
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.platform.probing import one_line
+from rocm_validate.platform.processes import (
+    GpuProcess,
+    ProcessSample,
+    others,
+    read_amdsmi_processes,
+    read_nvml_processes,
+    unavailable,
+)
 
 # nvmlClocksEventReasons bits (nvml.h); "idle" and "applications-clocks" are not slowdowns.
 NVML_REASONS: tuple[tuple[int, str], ...] = (
@@ -142,6 +150,8 @@ class Telemetry(Protocol):
 
     def sample(self) -> TelemetrySample | None: ...
 
+    def processes(self) -> ProcessSample: ...
+
     def close(self) -> None: ...
 
 
@@ -155,6 +165,9 @@ class NoTelemetry:
 
     def sample(self) -> TelemetrySample | None:
         return None
+
+    def processes(self) -> ProcessSample:
+        return unavailable(self.reason)
 
     def close(self) -> None:
         return None
@@ -171,11 +184,13 @@ class _Reader:
         fields: Mapping[str, Callable[[], Any]],
         build: Callable[[Mapping[str, Any]], TelemetrySample],
         close: Callable[[], None],
+        processes: Callable[[], list[GpuProcess]] | None = None,
     ) -> None:
         self.source = source
         self._fields = dict(fields)
         self._build = build
         self._close = close
+        self._processes = processes
         self.unavailable: dict[str, str] = {}
         self.reason = ""
 
@@ -195,6 +210,15 @@ class _Reader:
             self.reason = f"{self.source} reading failed: {'; '.join(refused)}"
             return None
         return replace(self._build(readings), unavailable=refused)
+
+    def processes(self) -> ProcessSample:
+        """The other processes on the device now (this one left out), or why they are unknown."""
+        if self.reason or self._processes is None:
+            return unavailable(self.reason or f"{self.source} gives no process list")
+        try:
+            return ProcessSample(others(self._processes(), os.getpid()))
+        except Exception as exc:  # noqa: BLE001 - a process list the library refuses is unavailable, not a failure
+            return unavailable(f"{self.source} process list: {one_line(exc)}")
 
     def close(self) -> None:
         try:
@@ -234,7 +258,7 @@ def _open_nvml(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         "power_mw": lambda: pynvml.nvmlDeviceGetPowerUsage(handle),
         "reasons": lambda: reasons_call(handle),
     }
-    return _Reader("nvidia-ml-py", fields, nvml_sample, pynvml.nvmlShutdown)
+    return _Reader("nvidia-ml-py", fields, nvml_sample, pynvml.nvmlShutdown, lambda: read_nvml_processes(pynvml, handle))
 
 
 def amdsmi_readings(readings: Mapping[str, Any]) -> TelemetrySample:
@@ -261,7 +285,7 @@ def _open_amdsmi(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         ),
         "power": lambda: amdsmi.amdsmi_get_power_info(handle),
     }
-    return _Reader("amdsmi", fields, amdsmi_readings, amdsmi.amdsmi_shut_down)
+    return _Reader("amdsmi", fields, amdsmi_readings, amdsmi.amdsmi_shut_down, lambda: read_amdsmi_processes(amdsmi, handle))
 
 
 def open_telemetry(device: DeviceInfo, env: Mapping[str, str] | None = None) -> Telemetry:
