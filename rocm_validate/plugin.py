@@ -15,7 +15,7 @@ import pytest
 from rocm_validate.core import hookspec, options, requirements
 from rocm_validate.core.categorize import categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
-from rocm_validate.core.selection import suite_of, touches_suites
+from rocm_validate.core.selection import RUN_LAST_MARKER, run_order, suite_of, touches_suites
 from rocm_validate.core.session import (
     PENDING_METRICS_KEY,
     STATE_KEY,
@@ -32,6 +32,7 @@ pytest_plugins = (
     "rocm_validate.core.oom",
     "rocm_validate.perf.plugin",
     "rocm_validate.convergence.plugin",
+    "rocm_validate.preflight.plugin",
 )
 
 
@@ -85,7 +86,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Assign each test its suite; deselect (not skip) tests of suites not selected."""
+    """Assign each test its suite; deselect (not skip) tests of suites not selected; run the
+    preflight suite first and tests marked `rocm_run_last` last."""
     state = run_state(config)
     selected, deselected = [], []
     for item in items:
@@ -103,7 +105,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             deselected.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = selected
+    items[:] = sorted(selected, key=lambda i: run_order(i.stash[SUITE_KEY], i.get_closest_marker(RUN_LAST_MARKER) is not None))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -144,6 +146,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         replace_properties(item.user_properties, finalized)
         replace_properties(report.user_properties, finalized)
     return report
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The triage verdict last, after every suite's summary lines."""
+    collector = config.pluginmanager.get_plugin(COLLECTOR_NAME)
+    if collector is not None:
+        collector.write_verdict(terminalreporter)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

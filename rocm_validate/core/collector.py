@@ -151,6 +151,9 @@ class ResultCollector:
                 terminalreporter.write_line(line)
         if self.state.settings.report_path is not None and self.state.report_written:
             terminalreporter.write_line(f"rocm-validate report: wrote {self.state.settings.report_path}")
+
+    def write_verdict(self, terminalreporter: Any) -> None:
+        """The verdict line, after every suite's own summary lines (see plugin.py)."""
         verdict = self.verdict()
         if verdict:
             terminalreporter.write_line(verdict, bold=True, red="pass:" not in verdict)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rocm_validate.workloads.fp8_recipes import Fp8Recipe
 
 MARKERS: dict[str, str] = {
-    "rocm_suite(name)": "assign a test to a suite (correctness, perf, convergence) outside suites/<name>/",
+    "rocm_suite(name)": "assign a test to a suite (preflight, correctness, perf, convergence) outside suites/<name>/",
     "requires_gpu": "skip unless the selected device is a GPU",
     "requires_arch(*prefixes)": "skip unless the device arch starts with one of the prefixes, e.g. 'gfx94', 'sm_90'",
     "requires_fp8(*formats)": "skip unless the device has native FP8 (optionally these formats, e.g. 'e4m3fnuz')",
