@@ -47,6 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for marker, description in requirements.MARKERS.items():
         config.addinivalue_line("markers", f"{marker}: {description}")
+    # The extended-level tests (sustained repeatability) carry rocm_level; until --rocm-level
+    # lands (issue 13), it is registered here so it is not an unknown marker.
+    config.addinivalue_line("markers", "rocm_level(name): the validation level a test belongs to (quick, standard, extended)")
     state = RunState(config=config, settings=options.resolve_settings(config))
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(ResultCollector(state), COLLECTOR_NAME)
