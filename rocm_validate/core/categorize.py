@@ -23,6 +23,8 @@ _CHAIN_LIMIT = 8  # causes followed; a loop or a very long chain says nothing mo
 class CategorizedFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
     """A failure whose category the check itself knows (a planted cause, a preflight finding)."""
 
+    __module__ = "builtins"  # as pytest's own Failed: the summary reads 'CategorizedFailure: <message>'
+
     def __init__(self, message: str, category: str) -> None:
         if category not in CATEGORIES:
             raise ValueError(f"category must be one of {', '.join(CATEGORIES)}; found {category!r}")
