@@ -174,3 +174,35 @@ def test_the_summary_counts_categories_and_the_verdict_sums_them_up(planted_run)
     for part in ("GPU 0 (numerics: 1, performance: 1): one GPU cannot tell the image from the GPU",
                  "contention: rerun on an idle node", "throttling on GPU 0", "timeout: 1 test(s)", "crash: 1 test(s)"):
         assert part in verdict
+
+
+def test_a_test_can_state_its_own_category_and_a_strict_not_validated_skip_is_environment(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile('''
+import pytest
+
+from rocm_validate.core.requirements import not_validated
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+def test_states_it(record_property):
+    record_property("rocm_category", "hardware")
+    assert False, "a planted hardware fault"
+
+
+def test_not_validated():
+    not_validated("no baseline for x on this device")
+''')
+    result = pytester.runpytest("--rocm-device=cpu", "--rocm-strict", "--rocm-report=report.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert {t["nodeid"].split("::")[-1]: t["category"] for t in report["tests"]} == {
+        "test_states_it": "hardware", "test_not_validated": "environment"
+    }
+
+
+def test_fail_as_refuses_a_category_that_does_not_exist() -> None:
+    from rocm_validate.core.categorize import fail_as
+
+    with pytest.raises(ValueError, match="category must be one of configuration, environment, numerics"):
+        fail_as("gremlins", "it broke")
