@@ -13,8 +13,14 @@ from typing import Any, Generator
 import pytest
 
 from rocm_validate.core import hookspec, levels, options, requirements
+from rocm_validate.core.categorize import categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
-from rocm_validate.core.selection import suite_of, touches_suites
+from rocm_validate.core.selection import (
+    RUN_LAST_MARKER,
+    run_order,
+    suite_of,
+    touches_suites,
+)
 from rocm_validate.core.session import (
     PENDING_METRICS_KEY,
     STATE_KEY,
@@ -32,6 +38,7 @@ pytest_plugins = (
     "rocm_validate.core.oom",
     "rocm_validate.perf.plugin",
     "rocm_validate.convergence.plugin",
+    "rocm_validate.preflight.plugin",
 )
 
 
@@ -86,7 +93,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Assign each test its suite and level; deselect (not skip) tests of suites not selected
-    and tests above the run's level; give every selected test its timeout."""
+    and tests above the run's level; give every selected test its timeout; run the preflight
+    suite first and tests marked `rocm_run_last` last."""
     state = run_state(config)
     settings = state.settings
     user_timeout = config.getoption("timeout", None) is not None or bool(config.getini("timeout"))
@@ -110,7 +118,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             deselected.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = selected
+    items[:] = sorted(selected, key=lambda i: run_order(i.stash[SUITE_KEY], i.get_closest_marker(RUN_LAST_MARKER) is not None))
 
 
 def _timeout_note(item: pytest.Item) -> str:
@@ -147,8 +155,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """A not-validated skip fails under --rocm-strict; after the call phase, let gates finalize
-    each metric (e.g. write a baseline on success)."""
+    """A not-validated skip fails under --rocm-strict; a failure gets its triage category; after
+    the call phase, let gates finalize each metric (e.g. write a baseline on success)."""
     report = yield
     if report.failed and "Timeout (>" in report.longreprtext:
         report.sections.append(("rocm-validate: timeout", _timeout_note(item)))
@@ -156,6 +164,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if run_state(item.config).settings.strict:
             report.outcome = "failed"
             report.longrepr = f"{call.excinfo.value.msg} (--rocm-strict: a check that was not validated fails)"
+    categorize(item, report, call.excinfo.value if call.excinfo else None, item.stash.get(SUITE_KEY, None))
     pending = item.stash.get(PENDING_METRICS_KEY, [])
     if call.when == "call" and pending:
         finalized = []
@@ -166,6 +175,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         replace_properties(item.user_properties, finalized)
         replace_properties(report.user_properties, finalized)
     return report
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The triage verdict last, after every suite's summary lines."""
+    collector = config.pluginmanager.get_plugin(COLLECTOR_NAME)
+    if collector is not None:
+        collector.write_verdict(terminalreporter)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,1 +1,1 @@
-"""The rocm-validate suites: correctness, perf and convergence, one folder each."""
+"""The rocm-validate suites: preflight, correctness, perf and convergence, one folder each."""

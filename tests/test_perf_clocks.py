@@ -9,7 +9,12 @@ import pytest
 
 from rocm_validate.perf.stats import SampleSummary
 from rocm_validate.perf.timing import HostClock, TimingPlan, measure
-from rocm_validate.platform.clocks import ClockReading, ClockSampler, clock_window, is_capped
+from rocm_validate.platform.clocks import (
+    ClockReading,
+    ClockSampler,
+    clock_window,
+    is_capped,
+)
 
 
 def readings(clocks: list[float], start: float = 100.0, step: float = 0.005, **fields: object) -> list[ClockReading]:

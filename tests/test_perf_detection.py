@@ -122,3 +122,16 @@ def test_a_scaled_reference_scales_its_runs_so_acceptance_runs_can_rejudge_offli
     scaled = baseline(runs=runs).scaled(1.05)
     assert scaled.value == pytest.approx(714.0) and scaled.runs[0].value == pytest.approx(709.8)
     assert gate.judge(gemm(680.0, mhz=1600.0, capped=0.95), scaled, GEMM, KEY).verdict == "regressed"
+
+
+def test_a_loss_left_after_dividing_out_the_clock_is_the_stacks_not_throttling() -> None:
+    judgement = gate.judge(gemm(680.0 * 0.85, mhz=1600.0 * 0.95, capped=0.95), baseline(), GEMM, KEY)
+    assert (judgement.verdict, judgement.basis, judgement.category) == ("regressed", "per-clock", "performance")
+    assert "mean clock 1520 MHz now vs 1600 MHz at baseline (-5.0%)" in judgement.message
+
+
+def test_a_throughput_loss_the_window_clock_drop_explains_is_throttling() -> None:
+    throttled = gemm(680.0 * 0.85, mhz=1600.0 * 0.85, capped=0.0)
+    judgement = gate.judge(throttled, baseline(capped=0.0), GEMM, KEY)
+    assert (judgement.basis, judgement.category) == ("throughput", "throttling")
+    assert "re-record" not in judgement.message

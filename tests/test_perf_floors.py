@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import fake_devices
 import pytest
 
-import fake_devices
 from rocm_validate.perf import floors
 from rocm_validate.platform.devices import DeviceInfo
 

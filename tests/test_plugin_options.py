@@ -9,7 +9,7 @@ def test_an_unknown_suite_is_a_usage_error_naming_the_accepted_forms(pytester):
     pytester.makepyfile(PASSING)
     result = pytester.runpytest("--rocm-suite=speed")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --rocm-suite='speed': unknown suite 'speed'; accepted: correctness, perf, convergence, all*"])
+    result.stderr.fnmatch_lines(["ERROR: --rocm-suite='speed': unknown suite 'speed'; accepted: preflight, correctness, perf, convergence, all*"])
     assert "Traceback" not in result.stderr.str()
 
 
@@ -44,7 +44,7 @@ def test_the_environment_overrides_the_ini_and_the_command_line_overrides_both(p
     )
     pytester.makepyfile(PASSING)
     runs = [((), None, "suites=perf"), ((), "convergence", "suites=convergence"),
-            (("--rocm-suite=all",), "convergence", "suites=convergence,correctness,perf")]
+            (("--rocm-suite=all",), "convergence", "suites=convergence,correctness,perf,preflight")]
     for args, env, shown in runs:
         if env:
             monkeypatch.setenv("ROCM_VALIDATE_SUITE", env)

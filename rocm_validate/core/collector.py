@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rocm_validate.core.categorize import category_property, facts_of
 from rocm_validate.core.levels import describe_time_used
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.results.metrics import (
@@ -19,7 +20,8 @@ from rocm_validate.results.metrics import (
     metrics_from_properties,
     readable,
 )
-from rocm_validate.results.report import TestResult
+from rocm_validate.results.report import FINDINGS_PROPERTY, TestResult
+from rocm_validate.results.triage import CATEGORY_PROPERTY, classify
 
 COLLECTOR_NAME = "rocm_validate_collector"
 
@@ -43,8 +45,19 @@ def _message(report: pytest.TestReport) -> str:
 _SEVERITY = ("passed", "xfailed", "xpassed", "skipped", "failed", "error")
 
 
-def _numerics(properties: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    return [c for name, value in properties if name == NUMERICS_PROPERTY for c in json.loads(value)]
+def _json_entries(properties: list[tuple[str, Any]], property_name: str) -> list[dict[str, Any]]:
+    """The entries of every JSON-list property named `property_name` (numerics checks, findings)."""
+    return [c for name, value in properties if name == property_name for c in json.loads(value)]
+
+
+def _category(report: pytest.TestReport, suite: str | None) -> str:
+    """The category the failed phase carries; a report made outside the test's process (a
+    crashed xdist worker) has none and is classified from its message, and gets the property."""
+    found = category_property(report.user_properties)
+    if found is None:
+        found = classify(facts_of(report, None, suite))
+        report.user_properties.append((CATEGORY_PROPERTY, found))
+    return found
 
 
 def numerics_summary(checks: list[dict[str, Any]]) -> str:
@@ -64,6 +77,8 @@ def readable_properties(properties: list[tuple[str, Any]]) -> list[tuple[str, An
             shown.append((name, metrics[name]))
         elif name == NUMERICS_PROPERTY:
             shown.append((name, numerics_summary(json.loads(value))))
+        elif name == FINDINGS_PROPERTY:
+            shown.append((name, "; ".join(f"{f['check']} {f['status']}: {f['found']}" for f in json.loads(value))))
         else:
             shown.append((name, value))
     return shown
@@ -103,11 +118,25 @@ class ResultCollector:
         if _SEVERITY.index(outcome) > _SEVERITY.index(result.outcome):
             result.outcome = outcome
             result.message = _message(report)
+            if result.failed:
+                result.category = _category(report, result.suite)
         if report.when == "teardown":
             result.metrics = metrics_from_properties(report.user_properties)
-            result.numerics = _numerics(report.user_properties)
+            result.numerics = _json_entries(report.user_properties, NUMERICS_PROPERTY)
+            result.findings = _json_entries(report.user_properties, FINDINGS_PROPERTY)
             if not is_xdist_worker(self.state.config):
                 report.user_properties = readable_properties(report.user_properties)
+
+    def verdict(self) -> str | None:
+        """The triage verdict over this run's suite tests (None when no suite test ran)."""
+        from rocm_validate.results.report import check_records
+        from rocm_validate.results.triage import verdict
+
+        results = [r for r in self.state.results.values() if r.suite]
+        if not results:
+            return None
+        device = self.state.device() if self.state.discovered else None
+        return verdict(check_records(results, device.index if device is not None and device.is_gpu else None))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from rocm_validate.results.report import metrics_table, suite_summary_lines
@@ -131,6 +160,12 @@ class ResultCollector:
         if self.state.settings.report_path is not None and self.state.report_written:
             terminalreporter.write_line(f"rocm-validate report: wrote {self.state.settings.report_path}")
 
+    def write_verdict(self, terminalreporter: Any) -> None:
+        """The verdict line, after every suite's own summary lines (see plugin.py)."""
+        verdict = self.verdict()
+        if verdict:
+            terminalreporter.write_line(verdict, bold=True, red="pass:" not in verdict)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Write the JSON report before the terminal summary, so the summary can say where it is."""
@@ -143,6 +178,6 @@ class ResultCollector:
         touched = any(r.suite for r in self.state.results.values()) or self.state.discovered
         device = self.state.device() if touched else None
         results = list(self.state.results.values())
-        report = build_report(settings.summary(), device, results, sys.argv, int(exitstatus))
+        report = build_report(settings.summary(), device, results, sys.argv, int(exitstatus), self.verdict())
         jsonfile.write_json(settings.report_path, report, REPORT_SCHEMA)
         self.state.report_written = True

@@ -16,7 +16,8 @@ import pytest
 
 from rocm_validate.errors import UsageError
 
-SUITES: tuple[str, ...] = ("correctness", "perf", "convergence")
+# In run order: preflight first (seconds long; a misconfigured host explains what follows).
+SUITES: tuple[str, ...] = ("preflight", "correctness", "perf", "convergence")
 GROUP = "rocm-validate"
 
 T = TypeVar("T")
@@ -38,7 +39,7 @@ SUITE = OptionSpec(
     "--rocm-suite",
     "rocm_suite",
     "ROCM_VALIDATE_SUITE",
-    "suites to run, comma-separated: correctness, perf, convergence or all (default: correctness)",
+    "suites to run, comma-separated: preflight, correctness, perf, convergence or all (default: correctness)",
     "LIST",
     "correctness",
 )
@@ -79,6 +80,15 @@ REPORT = OptionSpec(
     "PATH",
 )
 
+
+# --- preflight suite
+HOST_ROOT = OptionSpec(
+    "--rocm-host-root",
+    "rocm_host_root",
+    "ROCM_VALIDATE_HOST_ROOT",
+    "folder the preflight suite reads the host's /proc, /sys and /dev from (default: /; e.g. the host's root mounted into a container)",
+    "DIR",
+)
 
 # --- perf suite
 THRESHOLD_FORMS = (
@@ -194,7 +204,7 @@ def add_spec(parser: pytest.Parser, spec: OptionSpec) -> None:
 
 def add_options(parser: pytest.Parser) -> None:
     """Register every suite's options in the one rocm-validate group."""
-    for spec in (SUITE, LEVEL, TIMEOUT, BASELINES, DEVICE, REPORT, WINDOW, FLOORS, BENCHMARK_JSON, RESULTS, RULESET, RCP_FILE, SEEDS):
+    for spec in (SUITE, LEVEL, TIMEOUT, BASELINES, DEVICE, REPORT, HOST_ROOT, WINDOW, FLOORS, BENCHMARK_JSON, RESULTS, RULESET, RCP_FILE, SEEDS):
         add_spec(parser, spec)
     parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
     group = parser.getgroup(GROUP)

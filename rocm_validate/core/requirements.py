@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rocm_validate.workloads.fp8_recipes import Fp8Recipe
 
 MARKERS: dict[str, str] = {
-    "rocm_suite(name)": "assign a test to a suite (correctness, perf, convergence) outside suites/<name>/",
+    "rocm_suite(name)": "assign a test to a suite (preflight, correctness, perf, convergence) outside suites/<name>/",
     "rocm_level(level)": "the lowest level the test runs at: quick, standard (the default) or extended",
     "requires_gpu": "skip unless the selected device is a GPU",
     "requires_arch(*prefixes)": "skip unless the device arch starts with one of the prefixes, e.g. 'gfx94', 'sm_90'",

@@ -7,6 +7,7 @@ from pathlib import Path
 from rocm_validate.core.options import SUITES
 
 SUITES_FOLDER = "suites"
+RUN_LAST_MARKER = "rocm_run_last"  # a test that must see the whole run (the end-of-run RAS check)
 
 
 def suite_from_path(path: Path, rootpath: Path) -> str | None:
@@ -52,3 +53,12 @@ def suites_named_by(args: list[str], invocation_dir: Path, rootpath: Path) -> se
         if suite is not None:
             found.add(suite)
     return found
+
+
+def run_order(suite: str | None, last: bool = False) -> int:
+    """Where a test runs in the session: preflight first (a misconfigured host explains what
+    follows), tests marked to run last (the end-of-run RAS check) after everything, the rest in
+    collection order between them. A sort key; sorting is stable."""
+    if last:
+        return 2
+    return 0 if suite == "preflight" else 1

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from rocm_validate.core.options import THRESHOLD_FORMS
+from rocm_validate.perf.attribution import attribute
 from rocm_validate.perf.stats import combined_noise, relative_noise
 from rocm_validate.results.metrics import Metric, format_number
 
@@ -237,6 +238,7 @@ class Judgement:
     basis: str = "throughput"  # what was compared: "throughput" (the figure) or "per-clock"
     throughput_ratio: float | None = None  # the plain figure's ratio, when another basis gated
     detectable: float | None = None  # the smallest change that fails 95% of the time
+    category: str | None = None  # a failure's triage category (rocm_validate.results.triage)
 
     @property
     def fails(self) -> bool:
@@ -251,23 +253,6 @@ class Judgement:
 
 def _window_clock(metric: Metric) -> Mapping[str, Any]:
     return metric.extra.get("clock") or {}
-
-
-def _clock_note(metric: Metric, reference: Reference) -> str:
-    """'; clock 1410 MHz now vs 1755 MHz at baseline (-19.7%): throttled?' when they differ by 3%+."""
-    telemetry = metric.extra.get("telemetry") or {}
-    window = _window_clock(metric)
-    now = window.get("mean_mhz") or (telemetry.get("after") or {}).get("clock_mhz")
-    then = reference.window_clock_mhz if window.get("mean_mhz") and reference.window_clock_mhz else reference.clock_mhz
-    if not now or not then:
-        return ""
-    change = now / then - 1
-    kind = "mean clock" if window.get("mean_mhz") and reference.window_clock_mhz else "clock"
-    note = f"; {kind} {now:.0f} MHz now vs {then:.0f} MHz at baseline ({change:+.1%})"
-    slowdowns = list(window.get("reasons") or []) or (telemetry.get("after") or {}).get("slowdowns") or []
-    if slowdowns:
-        note += f", limits active: {', '.join(slowdowns)}"
-    return note + (": a clock drop points at power or thermal throttling, not software" if change < -0.03 else "")
 
 
 def _peak_note(metric: Metric) -> str:
@@ -343,8 +328,10 @@ def judge(
 ) -> Judgement:
     """Compare `metric` with its baseline under `threshold`. Pure; the message says everything
     a reader needs (value, baseline, ratio, allowed band and where it came from, what was
-    compared, % of peak) and ends with `update_command`, the command that re-records it. The
-    metric's name is not repeated: every place that shows a message puts the name before it."""
+    compared, % of peak), a regression's cause with its evidence (rocm_validate.perf.attribution),
+    and `update_command`, the command that re-records it (not after contention or throttling: such
+    a run must not become the baseline). The metric's name is not repeated: every place that shows
+    a message puts the name before it."""
     if reference is None:
         own = relative_noise(metric.dispersion)
         detectable = detectable_change(threshold.allowed(own), own * math.sqrt(2))
@@ -356,6 +343,7 @@ def judge(
             "mismatch",
             f"the baseline is in {reference.unit} ({reference.better} is better) but this run "
             f"measures {metric.unit} ({metric.better} is better); re-record it with {update_command}",
+            category="environment",
         )
     basis = _basis(metric, reference, threshold)
     noise = _noise(basis, reference)
@@ -384,11 +372,17 @@ def judge(
     if worse:
         direction = "slower" if metric.unit.endswith("/s") else "worse"
         per = " per clock cycle" if basis.name == "per-clock" else ""
+        window = _window_clock(metric)
+        cause = attribute(
+            metric.name, metric.extra.get("telemetry") or {}, reference.clock_mhz, change,
+            window=(window.get("mean_mhz"), reference.window_clock_mhz, tuple(window.get("reasons") or ())),
+            per_clock=basis.name == "per-clock",
+        )
+        update = f". If this is expected, re-record with {update_command}" if cause.category == "performance" else ""
         return Judgement(
             "regressed",
-            f"regressed: {change:.1%} {direction}{per}, {summary}{_peak_note(metric)}"
-            f"{_clock_note(metric, reference) if basis.name == 'throughput' else ''}. "
-            f"If this is expected, re-record with {update_command}",
+            f"regressed: {change:.1%} {direction}{per}, {summary}{_peak_note(metric)}{cause.note}{update}",
+            category=cause.category,
             **base,
         )
     if better:

@@ -7,7 +7,6 @@ Imports only the standard library, pytest and torch-free project modules at modu
 from __future__ import annotations
 
 import statistics
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator
 

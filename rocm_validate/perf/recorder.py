@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 import pytest
 
 from rocm_validate.core import requirements
+from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.options import Settings
 from rocm_validate.core.requirements import not_validated
 from rocm_validate.errors import BaselineError
@@ -43,7 +44,9 @@ from rocm_validate.perf.timing import (
 from rocm_validate.platform import peaks
 from rocm_validate.platform.clocks import ClockSampler, ClockWindow, clock_window
 from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.platform.processes import HostLoadMeter
 from rocm_validate.results.metrics import Metric, format_number
+from rocm_validate.results.triage import combine
 
 if TYPE_CHECKING:
     from rocm_validate.core.fixtures import MetricRecorder
@@ -99,6 +102,7 @@ class ItemPerfState:
     names: set[str] = field(default_factory=set)
     failures: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)  # each failure's triage category
 
 
 ITEM_STATE_KEY = pytest.StashKey[ItemPerfState]()
@@ -110,11 +114,12 @@ def missing_message(names: Sequence[str], device_key: str, update_command: str =
 
 
 def raise_outcome(state: ItemPerfState, device_key: str, update_command: str = gate.UPDATE_COMMAND) -> None:
-    """Fail on any regression (or a regression refused by --update-baselines); else skip as not
-    validated (a failure under --rocm-strict) when a baseline is missing."""
+    """Fail on any regression (or a regression refused by --update-baselines), as the category
+    its evidence shows (contention, throttling, performance); else skip as not validated (a
+    failure under --rocm-strict) when a baseline is missing."""
     __tracebackhide__ = True
     if state.failures:
-        pytest.fail("\n".join(state.failures), pytrace=False)
+        fail_as(combine(state.categories) or "performance", "\n".join(state.failures))
     if state.missing:
         not_validated(missing_message(state.missing, device_key, update_command))
 
@@ -257,20 +262,34 @@ class PerfRecorder:
         sample = self.context.telemetry.sample()
         return None if sample is None else sample.to_dict()
 
+    def _processes(self) -> dict[str, Any]:
+        """The other processes on the device now, for the regression's attribution."""
+        return self.context.telemetry.processes().to_dict()
+
     def measure_interleaved(
         self, fns: Mapping[str, Callable[[], Any]], clock: Clock | None = None, **plan: Any
     ) -> dict[str, Measurement]:
         """Time functions in alternating rounds; `plan` changes TimingPlan fields (window_s=2.0, ...)."""
         from rocm_validate.perf.timing import clock_for, measure_interleaved
 
-        before = self._telemetry()
+        host = HostLoadMeter().start()
+        before, processes_before = self._telemetry(), self._processes()
         source = self.context.telemetry
         sampler = ClockSampler(source.clock_reading).start() if self.device.is_gpu and before is not None else None
         try:
             timings = measure_interleaved(fns, self.context.plan(**plan), clock or clock_for(self._torch_device()))
         finally:
             readings = sampler.stop() if sampler is not None else []
-        telemetry = {"source": source.source, "reason": source.reason, "before": before, "after": self._telemetry()}
+        telemetry = {
+            "source": source.source,
+            "reason": source.reason,
+            "before": before,
+            "after": self._telemetry(),
+            # what else ran meanwhile (rocm_validate.perf.attribution reads these)
+            "processes": {"before": processes_before, "after": self._processes()},
+            "host": host.finish().to_dict(),
+            "host_bound": not self.device.is_gpu,
+        }
         if sampler is not None and sampler.error:
             telemetry["clock_sampler"] = sampler.error
         return {
@@ -367,6 +386,7 @@ class PerfRecorder:
         if not math.isfinite(metric.value) or metric.value <= 0:
             message = f"{metric.name} measured {metric.value}: the measurement produced no positive finite number"
             self.state.failures.append(message)
+            self.state.categories.append("crash")
             return metric.with_verdict("invalid", message, extra=extra)
         reference = self.context.reference(metric.name)
         update_command = self.context.settings.update_command
@@ -392,6 +412,7 @@ class PerfRecorder:
             refused = self._refusal(metric, reference, judgement)
             if refused:
                 self.state.failures.append(f"{metric.name}: {refused}")
+                self.state.categories.append("performance")
                 return metric.with_verdict("refused", refused, **changes)
             if judgement.verdict in ("regressed", "below-floor"):  # accepted: start the entry's runs over
                 extra["gate"]["accepted_regression"] = True
@@ -402,6 +423,8 @@ class PerfRecorder:
             return metric.with_verdict(judgement.verdict, message, **changes)
         if judgement.fails:
             self.state.failures.append(f"{metric.name}: {judgement.message}")
+            self.state.categories.append(judgement.category or "performance")
+            extra["attribution"] = judgement.category
         elif judgement.verdict == "no-baseline":
             self.state.missing.append(metric.name)
         return metric.with_verdict(judgement.verdict, message, **changes)

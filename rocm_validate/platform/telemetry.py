@@ -19,10 +19,18 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from rocm_validate.platform.amd_tools import normalize_bdf
-from rocm_validate.platform.clocks import ClockReading
 from rocm_validate.platform.amdsmi_import import import_amdsmi
+from rocm_validate.platform.clocks import ClockReading
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.platform.probing import one_line
+from rocm_validate.platform.processes import (
+    GpuProcess,
+    ProcessSample,
+    others,
+    read_amdsmi_processes,
+    read_nvml_processes,
+    unavailable,
+)
 
 # nvmlClocksEventReasons bits (nvml.h); "idle" and "applications-clocks" are not slowdowns.
 NVML_REASONS: tuple[tuple[int, str], ...] = (
@@ -161,6 +169,7 @@ class Telemetry(Protocol):
     def clock_reading(self) -> ClockReading | None:
         """Only the clock, power and limit reasons: cheap enough to read every few ms."""
         ...
+    def processes(self) -> ProcessSample: ...
 
     def close(self) -> None: ...
 
@@ -179,6 +188,8 @@ class NoTelemetry:
 
     def clock_reading(self) -> ClockReading | None:
         return None
+    def processes(self) -> ProcessSample:
+        return unavailable(self.reason)
 
     def close(self) -> None:
         return None
@@ -198,6 +209,7 @@ class _Reader:
         clock_fields: tuple[str, ...] = (),
         clock_build: Callable[[Mapping[str, Any]], ClockReading | None] | None = None,
         power_cap_w: float | None = None,
+        processes: Callable[[], list[GpuProcess]] | None = None,
     ) -> None:
         self.source = source
         self._fields = dict(fields)
@@ -206,6 +218,7 @@ class _Reader:
         self._clock_fields = clock_fields
         self._clock_build = clock_build
         self.power_cap_w = power_cap_w
+        self._processes = processes
         self.unavailable: dict[str, str] = {}
         self.reason = ""
 
@@ -232,6 +245,14 @@ class _Reader:
             return None
         names = [name for name in self._clock_fields if name in self._fields and name not in self.unavailable]
         return self._clock_build({name: self._fields[name]() for name in names})
+    def processes(self) -> ProcessSample:
+        """The other processes on the device now (this one left out), or why they are unknown."""
+        if self.reason or self._processes is None:
+            return unavailable(self.reason or f"{self.source} gives no process list")
+        try:
+            return ProcessSample(others(self._processes(), os.getpid()))
+        except Exception as exc:  # noqa: BLE001 - a process list the library refuses is unavailable, not a failure
+            return unavailable(f"{self.source} process list: {one_line(exc)}")
 
     def close(self) -> None:
         try:
@@ -275,6 +296,7 @@ def _open_nvml(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         "nvidia-ml-py", fields, nvml_sample, pynvml.nvmlShutdown,
         clock_fields=("sm_clock", "power_mw", "reasons"), clock_build=nvml_clock_reading,
         power_cap_w=_optional(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
+        processes=lambda: read_nvml_processes(pynvml, handle),
     )
 
 
@@ -314,6 +336,7 @@ def _open_amdsmi(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         "amdsmi", fields, amdsmi_readings, amdsmi.amdsmi_shut_down,
         clock_fields=("gfx_clock", "power"), clock_build=amdsmi_clock_reading,
         power_cap_w=_optional(lambda: _watts(amdsmi.amdsmi_get_power_cap_info(handle).get("power_cap"))),
+        processes=lambda: read_amdsmi_processes(amdsmi, handle),
     )
 
 

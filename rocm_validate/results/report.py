@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from rocm_validate import __version__
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.results.metrics import Metric, format_number
+from rocm_validate.results.triage import CATEGORIES, CheckRecord
 
 _NUMBER = {"type": ["number", "null"]}
 _STRING = {"type": ["string", "null"]}
@@ -86,6 +87,22 @@ METRIC_SCHEMA: dict[str, Any] = {
     },
 }
 
+# A preflight check's findings about the host (rocm_validate.preflight.checks.Finding) travel as
+# this user property, a JSON list, as a correctness test's margins travel as NUMERICS_PROPERTY.
+FINDINGS_PROPERTY = "rocm_findings"
+FINDING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["check", "status", "expected", "found", "source"],
+    "properties": {
+        "check": {"type": "string"},
+        "status": {"enum": ["pass", "warn", "fail", "skip"]},
+        "expected": {"type": "string"},
+        "found": {"type": "string"},
+        "source": {"type": "string"},
+        "subject": {"type": "string"},
+    },
+}
+
 REPORT_SCHEMA: dict[str, Any] = {
     "title": "rocm-validate report",
     "type": "object",
@@ -112,12 +129,18 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "message": {"type": "string"},
                     "metrics": {"type": "array", "items": METRIC_SCHEMA},
                     "numerics": {"type": "array", "items": {"type": "object", "required": ["check", "passed"]}},
+                    "category": {"enum": [*CATEGORIES, None]},
+                    "findings": {"type": "array", "items": FINDING_SCHEMA},
                 },
             },
         },
         "metrics": {"type": "array", "items": METRIC_SCHEMA},
+        "verdict": {"type": "string"},
     },
 }
+
+
+FAILING_OUTCOMES = ("failed", "error", "xpassed")
 
 
 @dataclass
@@ -131,6 +154,8 @@ class TestResult:
     message: str = ""
     metrics: list[Metric] = field(default_factory=list)
     numerics: list[dict[str, Any]] = field(default_factory=list)  # each check's margins (correctness)
+    category: str | None = None  # why it failed (rocm_validate.results.triage); None unless failed
+    findings: list[dict[str, Any]] = field(default_factory=list)  # preflight facts about the host
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,7 +166,14 @@ class TestResult:
             "message": self.message,
             "metrics": [m.to_dict() for m in self.metrics],
             "numerics": self.numerics,
+            "category": self.category,
+            "findings": self.findings,
         }
+
+    @property
+    def failed(self) -> bool:
+        """Failed, errored or passed a strict xfail: every outcome that fails the run."""
+        return self.outcome in FAILING_OUTCOMES
 
 
 def device_summary(device: DeviceInfo) -> str:
@@ -220,6 +252,7 @@ def build_report(
     results: list[TestResult],
     command: list[str],
     exit_status: int,
+    verdict: str | None = None,
 ) -> dict[str, Any]:
     summary: dict[str, int] = {}
     for result in results:
@@ -235,6 +268,7 @@ def build_report(
         "summary": summary,
         "tests": [r.to_dict() for r in results],
         "metrics": [m.to_dict() for r in results for m in r.metrics],
+        **({"verdict": verdict} if verdict is not None else {}),
     }
 
 
@@ -255,8 +289,10 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
     lines = []
     for suite in sorted(by_suite):
         outcomes = [r.outcome for r in by_suite[suite]]
-        failed = outcomes.count("failed") + outcomes.count("error") + outcomes.count("xpassed")
-        line = f"rocm-validate {suite}: {outcomes.count('passed')} passed, {failed} failed, " \
+        failed = sum(outcomes.count(o) for o in FAILING_OUTCOMES)
+        categories = Counter(r.category for r in by_suite[suite] if r.failed and r.category)
+        why = f" ({', '.join(f'{c}: {categories[c]}' for c in CATEGORIES if categories[c])})" if categories else ""
+        line = f"rocm-validate {suite}: {outcomes.count('passed')} passed, {failed} failed{why}, " \
                f"{outcomes.count('skipped')} skipped (not validated)"
         if outcomes.count("xfailed"):
             line += f", {outcomes.count('xfailed')} xfailed"
@@ -267,3 +303,13 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
         if len(reasons) > top:
             lines.append(f"  ... {len(reasons) - top} more skip reasons (pytest -rs lists every one)")
     return lines
+
+
+def check_records(results: Iterable[TestResult], gpu: int | None) -> list[CheckRecord]:
+    """The triage verdict's input from this run's results: every test that ran (skips validated
+    nothing) on the run's GPU (`gpu`, None for the CPU); preflight checks are the host's."""
+    return [
+        CheckRecord(None if r.suite == "preflight" else gpu, r.nodeid, (r.category or "crash") if r.failed else None)
+        for r in results
+        if r.outcome not in ("skipped", "xfailed")
+    ]

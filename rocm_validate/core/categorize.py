@@ -1,0 +1,91 @@
+"""The pytest side of triage: each failed test gets its category (rocm_validate.results.triage)
+where its exception is still at hand, in the process that ran it, and carries it as the user
+property `rocm_category`, so it reaches the controller under pytest-xdist, the JSON report and
+the JUnit XML.
+
+A check that knows what its failure means says so with `fail_as("hardware", message)`; every
+other failure is classified from its exception, its message and the suite it belongs to.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+import pytest
+
+from rocm_validate.results.metrics import NUMERICS_PROPERTY
+from rocm_validate.results.triage import (
+    CATEGORIES,
+    CATEGORY_PROPERTY,
+    FailureFacts,
+    classify,
+)
+
+_CHAIN_LIMIT = 8  # causes followed; a loop or a very long chain says nothing more
+
+
+class CategorizedFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """A failure whose category the check itself knows (a planted cause, a preflight finding)."""
+
+    __module__ = "builtins"  # as pytest's own Failed: the summary reads 'CategorizedFailure: <message>'
+
+    def __init__(self, message: str, category: str) -> None:
+        if category not in CATEGORIES:
+            raise ValueError(f"category must be one of {', '.join(CATEGORIES)}; found {category!r}")
+        super().__init__(msg=message, pytrace=False)
+        self.category = category
+
+
+def fail_as(category: str, message: str) -> NoReturn:
+    """Fail the current test as `category` ('hardware', 'configuration', ...) with `message`."""
+    __tracebackhide__ = True
+    raise CategorizedFailure(message, category)
+
+
+def exception_types(exc: BaseException | None) -> tuple[str, ...]:
+    """Class names along `exc`'s hierarchy and its cause / context chain: an ImportError caught
+    and turned into pytest.fail still shows as an ImportError."""
+    names: list[str] = []
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen and len(seen) < _CHAIN_LIMIT:
+        seen.add(id(exc))
+        names.extend(k.__name__ for k in type(exc).__mro__ if k is not object)
+        exc = exc.__cause__ or exc.__context__
+    return tuple(dict.fromkeys(names))
+
+
+def _numerics_failed(properties: list[tuple[str, Any]]) -> bool:
+    for name, value in properties:
+        if name == NUMERICS_PROPERTY and any(not c.get("passed", True) for c in json.loads(value)):
+            return True
+    return False
+
+
+def category_property(properties: list[tuple[str, Any]]) -> str | None:
+    """The category a test's properties carry, if any."""
+    return next((str(v) for n, v in properties if n == CATEGORY_PROPERTY), None)
+
+
+def facts_of(report: pytest.TestReport, exc: BaseException | None, suite: str | None) -> FailureFacts:
+    """The facts `classify` needs, from a failed report and (where still at hand) its exception."""
+    types = exception_types(exc)
+    message = str(getattr(exc, "msg", "") or exc) if exc is not None else report.longreprtext[-4000:]
+    return FailureFacts(
+        suite=suite,
+        explicit=getattr(exc, "category", None) or category_property(report.user_properties),
+        exception_types=types,
+        message=message,
+        numerics_failed=_numerics_failed(report.user_properties),
+    )
+
+
+def categorize(item: pytest.Item, report: pytest.TestReport, exc: BaseException | None, suite: str | None) -> None:
+    """Attach a failed phase's category to its report and to the item (whose teardown report
+    JUnit reads), once per test."""
+    if not report.failed or category_property(item.user_properties) is not None:
+        return
+    entry = (CATEGORY_PROPERTY, classify(facts_of(report, exc, suite)))
+    item.user_properties.append(entry)
+    if entry not in report.user_properties:
+        report.user_properties.append(entry)

@@ -1,0 +1,118 @@
+"""pytest side of the preflight suite: the host root (--rocm-host-root), the fixtures its tests
+use, turning findings into an outcome, the RAS reading kept from the start of the run for the
+end-of-run check, and the findings printed at the end of the run.
+
+Imports only the standard library, pytest and torch-free project modules: preflight needs no
+torch and no GPU runtime, only files and (for NVIDIA's ECC counters) nvidia-ml-py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+
+from rocm_validate.core import options
+from rocm_validate.core.categorize import fail_as
+from rocm_validate.core.selection import RUN_LAST_MARKER
+from rocm_validate.core.session import run_state
+from rocm_validate.errors import UsageError
+from rocm_validate.preflight.checks import Finding
+from rocm_validate.preflight.host import PciGpu, pci_gpus
+from rocm_validate.results.report import FINDINGS_PROPERTY
+from rocm_validate.results.triage import combine
+
+ROOT_KEY = pytest.StashKey[Path]()
+
+
+def resolve_host_root(config: pytest.Config) -> Path:
+    """--rocm-host-root (or its twins), default '/'; a given folder must exist."""
+    value, source = options.raw_value(config, options.HOST_ROOT)
+    if value is None:
+        return Path("/")
+    base = config.rootpath if source.endswith("(ini)") else config.invocation_params.dir
+    root = (base / Path(value).expanduser()).resolve()
+    if not root.is_dir():
+        raise UsageError(f"{source.split(' ')[0]}={value!r}: no such folder ({root}); give the folder that holds the host's proc/ and sys/")
+    return root
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[ROOT_KEY] = resolve_host_root(config)
+    config.addinivalue_line("markers", f"{RUN_LAST_MARKER}: run this test after every other test of the session")
+
+
+@dataclass(frozen=True)
+class Host:
+    """The host the preflight suite reads: its root folder and the GPUs on its PCI bus."""
+
+    root: Path
+    gpus: tuple[PciGpu, ...]
+    problem: str = ""  # why the GPUs could not be listed
+
+    @property
+    def vendors(self) -> set[str]:
+        return {g.vendor for g in self.gpus}
+
+
+@pytest.fixture(scope="session")
+def host(pytestconfig: pytest.Config) -> Host:
+    """The host under --rocm-host-root (default /) and its GPUs, listed once."""
+    root = pytestconfig.stash[ROOT_KEY]
+    gpus, problem = pci_gpus(root)
+    return Host(root, tuple(gpus), problem)
+
+
+def settle(item: pytest.Item, findings: Iterable[Finding]) -> None:
+    """Record the findings on the test, then fail it if any failed (as the category they mean),
+    skip it if none could be checked, and pass it otherwise (warnings are reported, not failed)."""
+    __tracebackhide__ = True
+    found = list(findings)
+    item.user_properties.append((FINDINGS_PROPERTY, json.dumps([f.to_dict() for f in found])))
+    failed = [f for f in found if f.status == "fail"]
+    if failed:
+        fail_as(combine(f.category for f in failed) or "configuration", "\n".join(f.line() for f in failed))
+    if not found or all(f.status == "skip" for f in found):
+        pytest.skip("; ".join(dict.fromkeys(f.found for f in found)) or "nothing to check")
+
+
+@pytest.fixture
+def preflight(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """preflight(*findings_or_lists): record this test's findings and settle its outcome."""
+
+    def record(*findings: Finding | list[Finding]) -> None:
+        __tracebackhide__ = True
+        settle(request.node, [f for entry in findings for f in (entry if isinstance(entry, list) else [entry])])
+
+    return record
+
+
+@dataclass
+class RasAtStart:
+    """The GPUs' error counters as read at the start of the run, in this process."""
+
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    taken: bool = False
+
+
+@pytest.fixture(scope="session")
+def ras_at_start() -> RasAtStart:
+    """Filled by the first RAS check; the end-of-run check compares with it."""
+    return RasAtStart()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Every preflight finding, one line each: what the host is, not only what failed."""
+    findings = [f for r in run_state(config).results.values() if r.suite == "preflight" for f in r.findings]
+    if not findings:
+        return
+    terminalreporter.write_sep("=", "rocm-validate preflight")
+    for f in findings:
+        terminalreporter.write_line(
+            f"{f['status']:>4}  {f['check']} ({f.get('subject') or 'host'}): {f['found']}; expected {f['expected']}",
+            red=f["status"] == "fail",
+            yellow=f["status"] == "warn",
+        )

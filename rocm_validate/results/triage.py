@@ -1,0 +1,185 @@
+"""Triage: what kind of failure each failed test is (its category), and the one verdict line that
+tells a rollout what to do with the whole run ("roll back the image" or "GPU 5: drain and triage").
+
+Categories follow DCGM's idea of tagging every failure with the decision it leads to
+(reference/node-validation-facts.md). Everything here is pure: `classify` turns the facts of one
+failed test into its category, `combine` picks one category for a test that failed several ways,
+and `verdict` sums up per-GPU records. The pytest side (which exception, which properties) lives
+in `rocm_validate.core.categorize`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+# Each category and what it means; the order is the order the verdict line lists them in.
+CATEGORIES: dict[str, str] = {
+    "configuration": "a preflight check of the host failed (NUMA balancing, IOMMU mode, limits)",
+    "environment": "a library is missing or broken, or the stack could not be validated (no baseline)",
+    "numerics": "a wrong result",
+    "performance": "slower than its baseline or floor with clocks and other processes normal",
+    "hardware": "one GPU differs from its peers, RAS / ECC counts rose, a repeatability mismatch, a kernel error",
+    "contention": "another process used the GPU, or the host CPU was loaded for a host-side metric",
+    "throttling": "clocks or power limits explain the loss",
+    "timeout": "the test ran past its time limit",
+    "crash": "the test or its process died or raised an unexpected error",
+}
+CATEGORY_PROPERTY = "rocm_category"  # the test's category among its user properties (JSON report, JUnit)
+
+# Failures the software stack owns: every GPU failing one of these the same way is a software regression.
+SOFTWARE_CATEGORIES = frozenset({"numerics", "performance"})
+# A test that failed several ways gets the most actionable one: an unexplained loss outweighs an
+# explained one, so a metric that regressed with clocks and processes normal is never hidden
+# behind another metric of the same test that was slowed by contention.
+_COMBINE_ORDER = ("numerics", "hardware", "performance", "throttling", "contention")
+
+_TIMEOUT_TYPES = frozenset({"TimeoutError", "TimeoutExpired"})
+# NotValidated: a check the stack could not validate (no baseline, a refused backend), failed by --rocm-strict.
+_ENVIRONMENT_TYPES = frozenset({"ImportError", "ModuleNotFoundError", "NotValidated"})
+_CHECK_TYPES = frozenset({"AssertionError", "Failed"})
+_HARDWARE_MESSAGE = re.compile(r"uncorrectable ECC error|ECC error encountered|\bXid\b|GPU is lost|fallen off the bus", re.I)
+_ENVIRONMENT_MESSAGE = re.compile(r"cannot open shared object file|is installed but cannot be imported|undefined symbol:")
+_TIMEOUT_MESSAGE = re.compile(r"^(Failed: )?Timeout\b")  # pytest-timeout: "Timeout (>2.0s) from pytest-timeout."
+_CRASH_MESSAGE = re.compile(r"crashed while running|out of device memory in ")
+_SUITE_DEFAULT = {"perf": "performance", "preflight": "configuration"}
+
+
+@dataclass(frozen=True)
+class FailureFacts:
+    """What is known about one failed test when it is classified."""
+
+    suite: str | None = None
+    explicit: str | None = None  # a category the test itself gave (perf gate, preflight, repeatability)
+    exception_types: tuple[str, ...] = ()  # class names along the exception's hierarchy and its cause chain
+    message: str = ""
+    numerics_failed: bool = False  # a recorded numerics check (correctness margins) failed
+
+
+def classify(facts: FailureFacts) -> str:
+    """The category of one failed test. The test's own category wins; then what the failure
+    itself shows (a dead worker, a timeout, a library, a device error); then what kind of check
+    said no; anything else is an unexpected error: `crash`."""
+    if facts.explicit in CATEGORIES:
+        return str(facts.explicit)
+    types = set(facts.exception_types)
+    if _CRASH_MESSAGE.search(facts.message):
+        return "crash"
+    if types & _TIMEOUT_TYPES or _TIMEOUT_MESSAGE.match(facts.message):
+        return "timeout"
+    if types & _ENVIRONMENT_TYPES or _ENVIRONMENT_MESSAGE.search(facts.message):
+        return "environment"
+    if _HARDWARE_MESSAGE.search(facts.message):
+        return "hardware"
+    if facts.numerics_failed or "AssertionError" in types:
+        return "numerics"
+    if types & _CHECK_TYPES or not types:
+        return _SUITE_DEFAULT.get(facts.suite or "", "numerics")
+    return "crash"
+
+
+def combine(categories: Iterable[str]) -> str | None:
+    """One category for a test whose checks failed in several ways (see _COMBINE_ORDER)."""
+    found = [c for c in categories if c in CATEGORIES]
+    if not found:
+        return None
+    ranked = [c for c in _COMBINE_ORDER if c in found]
+    return ranked[0] if ranked else found[0]
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """One check on one GPU: `category` is None when it passed. `gpu` is None for checks of the
+    host rather than of one GPU (preflight, a CPU run)."""
+
+    gpu: int | None
+    check: str  # the test id without its GPU, so the same check on every GPU compares
+    category: str | None = None
+
+
+def _gpus(indices: Iterable[int]) -> str:
+    """'GPU 5', 'GPUs 2, 5', or 'the host' when no GPU is named."""
+    found = sorted(set(indices))
+    if not found:
+        return "the host"
+    return f"GPU {found[0]}" if len(found) == 1 else "GPUs " + ", ".join(str(i) for i in found)
+
+
+def _counts(records: Iterable[CheckRecord]) -> str:
+    """'numerics: 2, performance: 1' in CATEGORIES order."""
+    counted = Counter(r.category for r in records)
+    return ", ".join(f"{c}: {counted[c]}" for c in CATEGORIES if counted[c])
+
+
+def _node_wide(failed: list[CheckRecord], ran: dict[str, set[int | None]], gpus: set[int]) -> list[CheckRecord]:
+    """Failures of checks that failed on every GPU they ran on, in a run of two GPUs or more."""
+    if len(gpus) < 2:
+        return []
+    failing: dict[str, set[int | None]] = {}
+    for record in failed:
+        failing.setdefault(record.check, set()).add(record.gpu)
+    return [r for r in failed if r.gpu is not None and failing[r.check] == ran[r.check] and len(ran[r.check]) >= 2]
+
+
+def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
+    """Each decision the run leads to, most urgent first (see `verdict`)."""
+    failed = [r for r in records if r.category]
+    gpus = {r.gpu for r in records if r.gpu is not None}
+    if not failed:
+        where = _gpus(gpus)
+        return [f"pass: every check that ran passed on {where}" if records else "nothing was validated"]
+
+    def of(*categories: str) -> list[CheckRecord]:
+        return [r for r in failed if r.category in categories]
+
+    ran: dict[str, set[int | None]] = {}
+    for record in records:
+        ran.setdefault(record.check, set()).add(record.gpu)
+    parts = []
+    if of("configuration"):
+        parts.append(f"host configuration: fix the settings the preflight checks name, then rerun ({_counts(of('configuration'))})")
+    if of("environment"):
+        parts.append(f"environment: install or repair the libraries named above in the image ({_counts(of('environment'))})")
+    node_wide = _node_wide(of("numerics", "performance", "hardware"), ran, gpus)
+    on_host = [r for r in of("numerics", "performance", "hardware") if r.gpu is None]
+    software = [r for r in node_wide + on_host if r.category in SOFTWARE_CATEGORIES]
+    if software:
+        where = f"on every one of {len(gpus)} GPUs" if node_wide else "on the host, where no GPU is involved"
+        parts.append(f"software regression: roll back the image ({_counts(software)} {where})")
+    if [r for r in node_wide if r.category == "hardware"]:
+        parts.append("every GPU fails the same hardware check: drain the node and triage its power, cooling and firmware")
+    if [r for r in on_host if r.category == "hardware"]:
+        parts.append(f"host hardware: drain the node and triage ({_counts(r for r in on_host if r.category == 'hardware')})")
+    alone = [r for r in of("numerics", "performance", "hardware") if r.gpu is not None and r not in node_wide]
+    if len(gpus) == 1 and [r for r in alone if r.category in SOFTWARE_CATEGORIES]:
+        parts.append(
+            f"{_gpus(gpus)} ({_counts(r for r in alone if r.category in SOFTWARE_CATEGORIES)}): one GPU cannot tell "
+            "the image from the GPU; rerun on every GPU of the node (all failing: roll back the image; one failing: "
+            "drain it) or on another node"
+        )
+        alone = [r for r in alone if r.category not in SOFTWARE_CATEGORIES]
+    for gpu in sorted({r.gpu for r in alone if r.gpu is not None}):
+        mine = [r for r in alone if r.gpu == gpu]
+        peers = " that passed on the other GPUs" if len(gpus) > 1 and any(r.category != "hardware" for r in mine) else ""
+        parts.append(f"GPU {gpu}: drain and triage ({_counts(mine)}{peers})")
+    if of("contention"):
+        parts.append(f"contention: rerun on an idle node; these results say nothing about the stack ({_counts(of('contention'))})")
+    if of("throttling"):
+        where = _gpus(r.gpu for r in of("throttling") if r.gpu is not None)
+        parts.append(f"throttling on {where}: check cooling, power caps and clock settings, then rerun")
+    for category, action in (
+        ("timeout", "rerun; a hang that repeats points at the driver or the GPU"),
+        ("crash", "rerun the failed tests alone; one GPU repeating it: drain it, every GPU: roll back the image"),
+    ):
+        if of(category):
+            parts.append(f"{category}: {len(of(category))} test(s): {action}")
+    return parts
+
+
+def verdict(records: Sequence[CheckRecord]) -> str:
+    """The run's last line: 'software regression: roll back the image (...)' when every GPU fails
+    the same numerics or performance checks, 'GPU 5: drain and triage (...)' when one fails alone,
+    and for a single-GPU run what one GPU can say."""
+    return "rocm-validate verdict: " + "; ".join(verdict_parts(records))
