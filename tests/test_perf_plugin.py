@@ -142,6 +142,13 @@ def test_a_fresh_node_is_gated_by_its_skus_floors_from_the_first_run(project: py
     result.stdout.fnmatch_lines(["rocm-validate perf gated by a baseline: 0, by a floor only: 2, by neither: 0"])
 
 
+def test_a_first_recording_states_each_floor_verdict_in_the_report(project: pytest.Pytester) -> None:
+    run(project, "--update-baselines", "--rocm-report=report.json", slowdown=1.2).assert_outcomes(passed=1, failed=1)
+    gates = {m["name"]: m["extra"]["gate"] for m in json.loads((project.path / "report.json").read_text())["metrics"]}
+    assert {name: g["floor_verdict"] for name, g in gates.items()} == {
+        "gemm.bf16.8192x8192x8192": "floor-pass", "copy.device.2048mib": "below-floor"}
+
+
 def test_a_node_below_its_skus_floor_fails_naming_the_floors_source(project: pytest.Pytester) -> None:
     result = run(project, slowdown=1.2)
     result.assert_outcomes(failed=1, passed=1)

@@ -396,6 +396,7 @@ class PerfRecorder:
         if floor is not None:
             extra["gate"]["floor_value"], extra["gate"]["floor_source"] = floor.value, floor.source
             floor_judgement = gate.judge_floor(metric, floor, self.device.device_key, update_command)
+            extra["gate"]["floor_verdict"] = floor_judgement.verdict
             if reference is None:
                 judgement, gated_by = floor_judgement, "floor"
             elif floor_judgement.fails and not judgement.fails:
