@@ -3,6 +3,8 @@
     python benchmarks/perf_acceptance.py record --dir DIR [--runs 2]   # fresh baselines in DIR/baselines, runs folded
     python benchmarks/perf_acceptance.py aa --dir DIR [--runs 3]       # reruns against them: zero failures
     python benchmarks/perf_acceptance.py detect --dir DIR [--baselines B]  # re-judge the A/A runs at x1.05 and x1.10
+    python benchmarks/perf_acceptance.py crossval --dir DIR [--reports R1 R2 ...]  # each run against the others folded
+    python benchmarks/perf_acceptance.py fold --dir DIR --reports R1 R2 ... --out FOLDER  # baselines from run reports
     python benchmarks/perf_acceptance.py summary --dir DIR --out benchmarks/results/acceptance-<key>.json
 
 Arguments after `--` go to pytest (e.g. `-- -k "not compiled"`, `--rocm-device=1`). Every pytest
@@ -15,6 +17,12 @@ GPU-bound throughput must fail at both scales. It judges against DIR/baselines a
 `--baselines`, against another folder too (the committed baselines, recorded on another VM), and
 states each metric's detectable change under the current gate and under the gate as it was before
 clock-aware judging and folded runs ("before": no per-clock basis, no clock floor, no run spread).
+`crossval` is the A/A test with folded baselines: each run's report is judged against a baseline
+folded, by the project's own `decide_update`, from every other run given (leave one out), at x1
+(no failure allowed) and at x1.05 / x1.10 (every gated GPU-bound throughput must fail). `fold`
+writes such a baseline folder from reports, as repeated `--update-baselines` runs would have.
+Reports recorded before the window clock's standard deviation was (`sd_mhz`) get the current
+per-clock noise estimate with the deviation approximated as a quarter of the readings' range.
 Exit status 1 when a step's criterion fails.
 """
 
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -31,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from rocm_validate.perf import gate
+from rocm_validate.perf.baselines import BaselineEntry, decide_update
+from rocm_validate.perf.stats import IQR_PER_SD
 from rocm_validate.results import jsonfile
 from rocm_validate.results.metrics import Metric
 
@@ -161,6 +172,78 @@ def _step_detect(directory: Path, committed: Path | None) -> bool:
     return _judge_detection(results)
 
 
+def updated_clock_noise(data: dict[str, Any]) -> dict[str, Any]:
+    """A report metric with the current per-clock noise estimate (see Measurement.clock_details);
+    for reports without the clock's standard deviation it is approximated from the range."""
+    clock = (data.get("extra") or {}).get("clock")
+    if not clock or not clock.get("readings") or data.get("dispersion") is None:
+        return data
+    sd = clock.get("sd_mhz", (clock["max_mhz"] - clock["min_mhz"]) / 4)
+    alternative = math.hypot(data["dispersion"], IQR_PER_SD * sd / clock["mean_mhz"] / math.sqrt(clock["readings"]))
+    block = clock.get("per_clock_dispersion")
+    clock = {**clock, "per_clock_dispersion": alternative if block is None else min(block, alternative)}
+    return {**data, "extra": {**data["extra"], "clock": clock}}
+
+
+def _provenance(device: dict[str, Any], created: str) -> dict[str, Any]:
+    """What PerfContext.provenance records, from a report's device."""
+    runtime = {"rocm": "HIP", "cuda": "CUDA"}.get(device.get("backend", ""))
+    return {
+        "date": created, "device_name": device.get("name"), "torch": device.get("torch_version"),
+        "runtime": f"{runtime} {device['runtime_version']}" if runtime and device.get("runtime_version") else None,
+        "driver": device.get("driver_version"), "libraries": dict(device.get("libraries") or {}), "git_commit": None,
+        "telemetry": None,
+    }
+
+
+def fold_reports(reports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Baseline entries folded from the passing metrics of `reports`, in order, by decide_update."""
+    entries: dict[str, dict[str, Any]] = {}
+    for report in reports:
+        backend = report["device"]["backend"]
+        for data in map(updated_clock_noise, report["metrics"]):
+            if data["verdict"] in FAILING or data["verdict"] in ("invalid", "refused", "noisy") or data.get("value") is None:
+                continue
+            clock = (data.get("extra") or {}).get("clock") or {}
+            entry = BaselineEntry(
+                data["value"], data["unit"], data["better"], data.get("dispersion"), data.get("samples"),
+                _provenance(report["device"], report["created"]),
+                {k: clock.get(k) for k in ("mean_mhz", "capped_share", "per_clock_dispersion")} if clock.get("mean_mhz") else None,
+            )
+            decision = decide_update(entries.get(data["name"]), entry, gate.threshold_for(data["name"], backend))
+            if decision.action == "write" and decision.entry is not None:
+                entries[data["name"]] = decision.entry.to_dict()
+    return entries
+
+
+def _judge_report(report: dict[str, Any], entries: dict[str, Any], scale: float) -> dict[str, dict[str, Any]]:
+    return rejudge({**report, "metrics": [updated_clock_noise(m) for m in report["metrics"]]}, entries, scale)
+
+
+def _step_crossval(directory: Path, reports: list[Path]) -> bool:
+    loaded = [json.loads(p.read_text()) for p in reports]
+    results: dict[str, Any] = {}
+    for index, path in enumerate(reports):
+        others = [r for i, r in enumerate(loaded) if i != index]
+        entries = fold_reports(others)
+        for scale in (1.0, *DETECTION_SCALES):
+            results[f"crossval/{path.stem}/x{scale:g}/now"] = _judge_report(loaded[index], entries, scale)
+    jsonfile.write_json(directory / "crossval.json", {"steps": results}, SUMMARY_SCHEMA)
+    return _judge_detection(results)
+
+
+def _step_fold(reports: list[Path], out: Path) -> bool:
+    loaded = [json.loads(p.read_text()) for p in reports]
+    key = loaded[0]["device"]["device_key"]
+    data = {"schema": "rocm-validate/baselines/1", "device_key": key, "metrics": fold_reports(loaded)}
+    from rocm_validate.perf.baselines import BASELINES_SCHEMA
+
+    out.mkdir(parents=True, exist_ok=True)
+    jsonfile.write_json(out / f"{key}.json", data, BASELINES_SCHEMA)
+    print(f"fold: {len(data['metrics'])} metrics from {len(loaded)} runs written to {out / f'{key}.json'}")
+    return True
+
+
 def _step_summary(directory: Path, out: Path) -> bool:
     steps = {}
     for report_path in sorted(directory.glob("*.json")):
@@ -193,11 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("record", "aa", "detect", "summary"))
+    parser.add_argument("step", choices=("record", "aa", "detect", "crossval", "fold", "summary"))
     parser.add_argument("--dir", type=Path, required=True, help="working folder (baselines and reports)")
     parser.add_argument("--runs", type=int, default=None, help="record: runs folded (default 2); aa: reruns (default 3)")
     parser.add_argument("--baselines", type=Path, help="detect: another baselines folder to judge against (the committed one)")
-    parser.add_argument("--out", type=Path, help="summary: the JSON file to write")
+    parser.add_argument("--out", type=Path, help="summary: the JSON file to write; fold: the baselines folder")
+    parser.add_argument("--reports", type=Path, nargs="+", help="crossval / fold: run reports (default: DIR's record and aa runs)")
     args = parser.parse_args(own)
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.step == "record":
@@ -206,6 +290,14 @@ def main(argv: list[str] | None = None) -> int:
         ok = _step_aa(args.dir, extra, args.runs or 3)
     elif args.step == "detect":
         ok = _step_detect(args.dir, args.baselines)
+    elif args.step in ("crossval", "fold"):
+        reports = args.reports or sorted(args.dir.glob("record[0-9]*.json")) + _aa_reports(args.dir)
+        if args.step == "crossval":
+            ok = _step_crossval(args.dir, reports)
+        elif args.out is None:
+            parser.error("fold needs --out FOLDER")
+        else:
+            ok = _step_fold(reports, args.out)
     else:
         if args.out is None:
             parser.error("summary needs --out PATH")

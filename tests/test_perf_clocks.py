@@ -99,3 +99,27 @@ def test_a_timing_knows_its_host_window_and_the_offsets_of_its_blocks() -> None:
     assert len(spans) == 8 and spans[0][0] == 0.0
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     assert spans[-1][1] <= timing.window_host[1] - timing.window_host[0]
+
+
+def test_scattered_block_clocks_do_not_inflate_the_noise_of_a_steady_figure_per_clock() -> None:
+    from rocm_validate.perf.recorder import Measurement
+    from rocm_validate.perf.timing import Timing
+    from rocm_validate.platform.clocks import ClockWindow
+
+    steady = Timing(SampleSummary((0.1,) * 16, 1), "device-events", 1.0, True)
+    scattered = ClockWindow(1700.0, 1200.0, 1980.0, 400, 1.0, ("sw-power-cap",), (1300.0, 1900.0) * 4, sd_mhz=200.0)
+    details = Measurement(steady, {}, scattered).clock_details()
+    assert details is not None
+    assert details["per_clock_dispersion"] == pytest.approx(1.349 * 200.0 / 1700.0 / 20.0)  # the mean clock's error
+    assert steady.summary.per_clock_dispersion(scattered.block_mhz, sustained=False) > 0.3
+
+
+def test_block_clocks_that_explain_the_block_times_give_the_smaller_noise() -> None:
+    from rocm_validate.perf.recorder import Measurement
+    from rocm_validate.perf.timing import Timing
+    from rocm_validate.platform.clocks import ClockWindow
+
+    clocks = (1980.0, 1200.0) * 4
+    swinging = Timing(SampleSummary(tuple(1.0 / c for c in clocks), 1), "device-events", 1.0, True)
+    window = ClockWindow(1590.0, 1200.0, 1980.0, 200, 1.0, ("sw-power-cap",), clocks, sd_mhz=390.0)
+    assert Measurement(swinging, {}, window).clock_details()["per_clock_dispersion"] == pytest.approx(0.0, abs=1e-12)

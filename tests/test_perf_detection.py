@@ -60,16 +60,27 @@ def test_a_metric_not_marked_per_clock_is_never_judged_per_clock() -> None:
 
 
 def test_folded_runs_replace_the_window_noise_with_their_between_run_spread() -> None:
-    runs = tuple(RunPoint(v, 1600.0) for v in (676.0, 680.0, 684.0))
-    noisy_window = gemm(680.0, mhz=1600.0, capped=0.95, per_clock=0.05)
-    with_runs = gate.judge(noisy_window, baseline(runs=runs), GEMM, KEY)
-    without = gate.judge(noisy_window, baseline(), GEMM, KEY)
+    threshold = Threshold(floor=0.03, k=3.0, cap=0.08)
+    runs = tuple(RunPoint(v) for v in (676.0, 680.0, 684.0))
+    noisy_window = gemm(680.0, dispersion=0.05)
+    with_runs = gate.judge(noisy_window, baseline(mhz=None, runs=runs), threshold, KEY)
+    without = gate.judge(noisy_window, baseline(mhz=None), threshold, KEY)
     spread = 4.0 / 680.0  # the runs' relative standard deviation; the median of 3 errs by sqrt(pi/6) of it
     own = 0.05 / 1.349  # a new run deviates at least as much as its own window says
     assert with_runs.noise == pytest.approx((spread**2 * 3.14159265 / 6 + own**2) ** 0.5, rel=1e-6)
-    quiet = gate.judge(gemm(680.0, mhz=1600.0, capped=0.95), baseline(runs=runs), GEMM, KEY)
+    quiet = gate.judge(gemm(680.0), baseline(mhz=None, runs=runs), threshold, KEY)
     assert quiet.noise == pytest.approx((spread**2 * 3.14159265 / 6 + spread**2) ** 0.5, rel=1e-6)
     assert without.noise > quiet.noise
+
+
+def test_at_the_cap_the_basis_with_the_narrower_band_judges() -> None:
+    clock_swings = gemm(680.0, mhz=1600.0, capped=0.95, dispersion=0.03, per_clock=0.004)
+    assert gate.judge(clock_swings, baseline(), GEMM, KEY).basis == "per-clock"
+    clock_scatters = gemm(680.0 / 1.05, mhz=1600.0, capped=0.95, dispersion=0.004, per_clock=0.03)
+    runs = tuple(RunPoint(v, 1600.0) for v in (679.0, 680.0, 681.0))
+    judgement = gate.judge(clock_scatters, baseline(runs=runs), GEMM, KEY)
+    assert (judgement.basis, judgement.verdict, judgement.allowed) == ("throughput", "regressed", GEMM.clock_floor)
+    assert "judged on throughput: its band (2.5%) is narrower than per clock cycle (6.7%)" in judgement.message
 
 
 def test_runs_that_disagree_widen_the_band_so_a_drifting_metric_does_not_false_alarm() -> None:
@@ -135,3 +146,14 @@ def test_a_throughput_loss_the_window_clock_drop_explains_is_throttling() -> Non
     judgement = gate.judge(throttled, baseline(capped=0.0), GEMM, KEY)
     assert (judgement.basis, judgement.category) == ("throughput", "throttling")
     assert "re-record" not in judgement.message
+
+
+def test_a_step_whose_runs_agree_better_on_throughput_is_judged_on_throughput_with_the_narrower_band() -> None:
+    # the clock fell while the figure rose: a launch-bound step, which the clock does not pace
+    runs = tuple(RunPoint(v, c) for v, c in ((53000.0, 1785.0), (54200.0, 1767.0), (54300.0, 1752.0)))
+    reference = Reference(54200.0, "tokens/s", "higher", dispersion=0.01, window_clock_mhz=1767.0, capped_share=1.0, runs=runs)
+    step = Metric("train.llama.fp8.tokens_per_s", 54200.0 / 1.08, "tokens/s", dispersion=0.01,
+                  extra={"clock": {"mean_mhz": 1760.0, "capped_share": 1.0, "per_clock_dispersion": 0.03}})
+    judgement = gate.judge(step, reference, gate.threshold_for(step.name, "cuda"), KEY)
+    assert (judgement.basis, judgement.verdict) == ("throughput", "regressed")
+    assert "narrower than per clock cycle" in judgement.message

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 # IQR of a normal distribution is 1.349 standard deviations; MAD is 0.6745 of one.
-_IQR_PER_SD = 1.349
+IQR_PER_SD = 1.349
 _MAD_PER_SD = 0.6745
 # The window is cut into this many consecutive blocks; their means carry the window's noise.
 BLOCKS = 8
@@ -145,7 +145,7 @@ def relative_noise(dispersion: float | None) -> float:
     """Relative standard deviation implied by a relative IQR (0 when unknown)."""
     if dispersion is None or not math.isfinite(dispersion) or dispersion < 0:
         return 0.0
-    return dispersion / _IQR_PER_SD
+    return dispersion / IQR_PER_SD
 
 
 def combined_noise(*noises: float) -> float:

@@ -61,6 +61,12 @@ class ClockWindow:
     capped_share: float  # share of readings at a power or thermal limit
     reasons: tuple[str, ...]  # every limit seen
     block_mhz: tuple[float, ...] | None = None  # mean clock of each block of rounds, when alignable
+    sd_mhz: float = 0.0  # standard deviation of the readings
+
+    @property
+    def mean_error(self) -> float:
+        """Relative standard error of the mean clock, readings taken as independent."""
+        return self.sd_mhz / self.mean_mhz / math.sqrt(self.readings) if self.mean_mhz > 0 and self.readings else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +76,7 @@ class ClockWindow:
             "readings": self.readings,
             "capped_share": round(self.capped_share, 3),
             "reasons": list(self.reasons),
+            "sd_mhz": round(self.sd_mhz, 1),
         }
 
 
@@ -114,6 +121,7 @@ def clock_window(
         capped_share=sum(is_capped(r, power_cap_w) for r in inside) / len(inside),
         reasons=tuple(reasons),
         block_mhz=None if block_mhz is None or any(m is None for m in block_mhz) else block_mhz,  # type: ignore[arg-type]
+        sd_mhz=statistics.pstdev(clocks),
     )
 
 
