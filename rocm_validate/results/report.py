@@ -7,14 +7,14 @@ import platform
 import shlex
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any, Iterable
 
 from rocm_validate import __version__
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
-from rocm_validate.results.metrics import Metric, format_number
+from rocm_validate.results.metrics import GpuRef, Metric, format_number
 
 _NUMBER = {"type": ["number", "null"]}
 _STRING = {"type": ["string", "null"]}
@@ -68,6 +68,12 @@ DEVICES_SCHEMA: dict[str, Any] = {
     },
 }
 
+GPU_REF_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "required": ["index"],
+    "properties": {"index": {"type": "integer"}, "pci_bus_id": _STRING, "uuid": _STRING, "device_key": _STRING},
+}
+
 METRIC_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["name", "value", "unit", "better", "verdict"],
@@ -82,6 +88,46 @@ METRIC_SCHEMA: dict[str, Any] = {
         "percent_of_peak": _NUMBER,
         "verdict": {"type": "string"},
         "message": {"type": "string"},
+        "gpu": GPU_REF_SCHEMA,
+    },
+}
+
+# One GPU's metric against the median of the same metric on its peers (results/peers.py).
+PEER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "subject", "value", "median", "peers", "ratio", "verdict"],
+    "properties": {
+        "name": {"type": "string"},
+        "subject": {"type": "string"},
+        "gpu": GPU_REF_SCHEMA,
+        "value": {"type": "number"},
+        "median": {"type": "number"},
+        "peers": {"type": "integer", "minimum": 1},
+        "ratio": {"type": "number"},
+        "allowed": _NUMBER,
+        "verdict": {"enum": ["pass", "below-peers"]},
+        "message": {"type": "string"},
+    },
+}
+
+# A whole-node run: every selected device, its pinning and its own test counts.
+NODE_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "required": ["gpus"],
+    "properties": {
+        "workers": {"type": "integer"},
+        "gpus": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["device", "summary"],
+                "properties": {
+                    "device": DEVICE_SCHEMA,
+                    "pinning": _STRING,
+                    "summary": {"type": "object", "additionalProperties": {"type": "integer"}},
+                },
+            },
+        },
     },
 }
 
@@ -111,10 +157,13 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "message": {"type": "string"},
                     "metrics": {"type": "array", "items": METRIC_SCHEMA},
                     "numerics": {"type": "array", "items": {"type": "object", "required": ["check", "passed"]}},
+                    "gpu": GPU_REF_SCHEMA,
                 },
             },
         },
         "metrics": {"type": "array", "items": METRIC_SCHEMA},
+        "node": NODE_SCHEMA,
+        "peers": {"type": "array", "items": PEER_SCHEMA},
     },
 }
 
@@ -130,6 +179,12 @@ class TestResult:
     message: str = ""
     metrics: list[Metric] = field(default_factory=list)
     numerics: list[dict[str, Any]] = field(default_factory=list)  # each check's margins (correctness)
+    gpu: GpuRef | None = None  # the GPU it ran on, in a whole-node run
+
+    @property
+    def title(self) -> str:
+        """The test id, with its GPU in a whole-node run: 'suites/perf/test_gemm.py::test_x [GPU 3]'."""
+        return self.nodeid if self.gpu is None else f"{self.nodeid} [GPU {self.gpu.index}]"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,6 +195,7 @@ class TestResult:
             "message": self.message,
             "metrics": [m.to_dict() for m in self.metrics],
             "numerics": self.numerics,
+            "gpu": None if self.gpu is None else asdict(self.gpu),
         }
 
 
@@ -168,10 +224,15 @@ def stack_summary(device: DeviceInfo) -> str:
 _COLUMNS = ("metric", "value", "unit", "baseline", "ratio", "% peak", "verdict")
 
 
+def metric_title(metric: Metric) -> str:
+    """The metric's name, with its GPU in a whole-node run: 'gemm.bf16.8192x8192x8192 [GPU 3]'."""
+    return metric.name if metric.gpu is None else f"{metric.name} [GPU {metric.gpu.index}]"
+
+
 def metric_rows(metrics: Iterable[Metric]) -> list[tuple[str, ...]]:
     return [
         (
-            m.name,
+            metric_title(m),
             format_number(m.value),
             m.unit,
             format_number(m.baseline),
@@ -189,7 +250,7 @@ def metrics_table(metrics: list[Metric]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     lines = ["  ".join(cell.ljust(widths[i]) if i in (0, 2, 6) else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = [f"{m.name}: {m.message}" for m in metrics if m.message]
+    notes = [f"{metric_title(m)}: {m.message}" for m in metrics if m.message]
     return lines + ([""] + notes if notes else [])
 
 
@@ -212,16 +273,23 @@ def environment() -> dict[str, Any]:
     }
 
 
+def outcome_counts(results: Iterable[TestResult]) -> dict[str, int]:
+    """{'passed': 250, 'skipped': 15, ...} over `results`."""
+    return dict(Counter(result.outcome for result in results))
+
+
 def build_report(
     settings: dict[str, Any],
     device: DeviceInfo | None,
     results: list[TestResult],
     command: list[str],
     exit_status: int,
+    node: dict[str, Any] | None = None,
+    peers: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    summary: dict[str, int] = {}
-    for result in results:
-        summary[result.outcome] = summary.get(result.outcome, 0) + 1
+    """The JSON report; `node` (whole-node runs: the GPUs and their counts) and `peers` (each GPU's
+    metrics against its peers' median) are added by whole-node runs."""
+    summary = outcome_counts(results)
     return {
         "schema": "rocm-validate/report/1",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -233,6 +301,8 @@ def build_report(
         "summary": summary,
         "tests": [r.to_dict() for r in results],
         "metrics": [m.to_dict() for r in results for m in r.metrics],
+        "node": node,
+        "peers": list(peers or []),
     }
 
 
