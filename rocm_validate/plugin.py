@@ -12,7 +12,7 @@ from typing import Any, Generator
 
 import pytest
 
-from rocm_validate.core import hookspec, options, requirements
+from rocm_validate.core import hookspec, node, options, requirements
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
 from rocm_validate.core.selection import suite_of, touches_suites
 from rocm_validate.core.session import (
@@ -24,6 +24,8 @@ from rocm_validate.core.session import (
 )
 from rocm_validate.errors import MarkerUsageError, UsageError
 from rocm_validate.results.metrics import replace_properties
+
+NODE_PLUGIN_NAME = "rocm_validate_node"
 
 # Each concern registers its own hooks and fixtures; the suites' plugins import torch only inside them.
 pytest_plugins = (
@@ -46,8 +48,12 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker, description in requirements.MARKERS.items():
         config.addinivalue_line("markers", f"{marker}: {description}")
     state = RunState(config=config, settings=options.resolve_settings(config))
+    state.node = node.worker_facts(config)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(ResultCollector(state), COLLECTOR_NAME)
+    config.pluginmanager.register(node, NODE_PLUGIN_NAME)  # pytest-xdist's hooks for whole-node runs
+    if _touches_suites(config):
+        node.configure_controller(config, state.settings)
 
 
 def _touches_suites(config: pytest.Config) -> bool:
@@ -61,7 +67,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Choose the device before anything else runs (also under -q and before xdist starts its
     workers), so a device that cannot be validated is one usage error, exit status 4."""
     if _touches_suites(session.config):
-        device = run_state(session.config).device()
+        state = run_state(session.config)
+        if state.settings.node_run and not hasattr(session.config, "workerinput"):
+            node.start_controller(session.config, state)
+        device = state.device()
         _junit_suite_properties(session.config, device.device_key, device.torch_version)
 
 
@@ -79,7 +88,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from rocm_validate.core.header import header_lines
 
     state = run_state(config)
-    return header_lines(state.settings, state.device() if _touches_suites(config) else None)
+    touched = _touches_suites(config)
+    lines = header_lines(state.settings, state.device() if touched else None)
+    return lines + (node.header_lines(state, node.REQUESTED_WORKERS_KEY in config.stash) if touched else [])
 
 
 
@@ -145,6 +156,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    collector = config.pluginmanager.get_plugin(COLLECTOR_NAME)
-    if collector is not None:
-        config.pluginmanager.unregister(collector)
+    for name in (COLLECTOR_NAME, NODE_PLUGIN_NAME):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
