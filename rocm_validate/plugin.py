@@ -33,6 +33,7 @@ pytest_plugins = (
     "rocm_validate.core.oom",
     "rocm_validate.perf.plugin",
     "rocm_validate.convergence.plugin",
+    "rocm_validate.collectives.plugin",
 )
 
 

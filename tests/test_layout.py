@@ -29,6 +29,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "correctness": frozenset({"core", "platform", "results", "workloads"}),
     "perf": frozenset({"core", "platform", "results", "workloads"}),
     "convergence": frozenset({"core", "platform", "results", "workloads"}),
+    "collectives": frozenset({"core", "platform", "results", "workloads"}),
     "cli": frozenset({"core", "platform", "results", "workloads", "convergence"}),
     TOP: frozenset({"core", "platform", "results"}),
 }
