@@ -55,6 +55,11 @@ def spread(seconds: Sequence[float]) -> float | None:
     return (quartiles[2] - quartiles[0]) / statistics.median(seconds)
 
 
+def _lists(data: dict[str, Any]) -> dict[str, Any]:
+    """A dataclass's fields as JSON has them: tuples become lists."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+
 def _mean(values: Sequence[float]) -> float | None:
     finite = [v for v in values if math.isfinite(v) and v > 0]
     return math.fsum(finite) / len(finite) if finite else None
@@ -92,7 +97,7 @@ class StepOutcome:
         return spread(self.seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "busbw_gbps": self.busbw, "algbw_gbps": self.algbw}
+        return {**_lists(asdict(self)), "busbw_gbps": self.busbw, "algbw_gbps": self.algbw}
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ class PairOutcome:
         return spread(self.seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "bandwidth_gbps": self.bandwidth}
+        return {**_lists(asdict(self)), "bandwidth_gbps": self.bandwidth}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ bandwidth dip or a slow pair comes from the same gate through the `pytest_rocm_n
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -31,6 +32,7 @@ from rocm_validate.collectives.plan import (
 )
 from rocm_validate.core import options
 from rocm_validate.core.node import NodeFacts, gpu_ref, outer_visibility
+from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import RunState, run_state
 from rocm_validate.errors import UsageError
 from rocm_validate.results.plots import BYTES_KEY, COLLECTIVE_KEY
@@ -145,6 +147,9 @@ def collectives(collective_world: WorldSpec, collective_plan: Plan, tmp_path_fac
     """One collectives run over this run's devices, shared by the suite's tests (started on first use)."""
     from rocm_validate.collectives.launch import launch
 
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # a pinned worker: give rank 0 its GPU's cached memory
+        free_device_memory()
     outcome = launch(collective_plan, collective_world, os.environ, tmp_path_factory.mktemp("collectives"))
     return CollectiveRun(collective_plan, collective_world, outcome)
 

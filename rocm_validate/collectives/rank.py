@@ -9,9 +9,9 @@ one buffer peer to peer, one pair at a time.
 
 Each rank publishes its progress (the step it is entering) and finally its result as JSON in
 the world's TCPStore (torch's own key-value store: no pickle), under a prefix unique to the run.
-A launcher reads them there to name a rank that hangs or dies; rank 0 gathers them all and,
-with --out, writes the report and exits 1 when anything failed (the other ranks exit 0 once
-their result is published, so the launcher or torchrun never cuts rank 0's report short).
+This project's launcher reads them there to name a rank that hangs or dies (every rank exits 0
+once its result is published). With --out (the torchrun way), every rank reads them all and
+exits with the world's verdict, and rank 0 writes the report with every rank's failures.
 """
 
 from __future__ import annotations
@@ -211,17 +211,21 @@ def _rank_label(result: Mapping[str, Any] | None, rank: int) -> str:
     return f"rank {rank} ({where})"
 
 
-def write_report(path: str, store: Any, prefix: str, world: int, backend: str, timeout_s: float) -> int:
-    """Rank 0: gather every rank's results, write the JSON report, print the table; 1 if anything failed."""
+def verdict(out: str, rank: int, store: Any, prefix: str, world: int, backend: str, timeout_s: float) -> int:
+    """With --out (torchrun): every rank reads every rank's results and exits with the world's
+    verdict, 0 or 1, so torchrun fails (or passes) the job on every node alike instead of leaving
+    the nodes whose ranks passed waiting at its exit barrier; rank 0 writes the report and prints
+    the table."""
     from pathlib import Path
 
     from rocm_validate.results import jsonfile
 
     results, notes = gather(store, prefix, world, timeout_s)
     outcome = summarize(results, [_rank_label(r, i) for i, r in enumerate(results)], backend, notes)
-    jsonfile.write_json(Path(path), outcome.to_dict(), REPORT_SCHEMA)
-    print("\n".join(outcome.table()))
-    print(f"rocm-validate collectives: {'passed' if outcome.passed else 'FAILED'}; wrote {path}")
+    if rank == 0:
+        jsonfile.write_json(Path(out), outcome.to_dict(), REPORT_SCHEMA)
+        print("\n".join(outcome.table()))
+        print(f"rocm-validate collectives: {'passed' if outcome.passed else 'FAILED'}; wrote {out}")
     return 0 if outcome.passed else 1
 
 
@@ -258,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             facts["uuid"] = str(props.uuid)
     result = Rank(plan, rank, world, device, store, prefix).run(facts)
     store.set(result_key(prefix, rank), json.dumps(result))
-    code = write_report(args.out, store, prefix, world, backend, plan.timeout_s) if rank == 0 and args.out else 0
+    code = verdict(args.out, rank, store, prefix, world, backend, plan.timeout_s) if args.out else 0
     sys.stdout.flush()
     if result["error"]:
         os._exit(code)  # a broken group can hang in teardown; this rank's result is already published
