@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 QUICK = ("--sizes", "4KiB", "--iters", "2", "--rounds", "2", "--warmup", "0", "--p2p-size", "4KiB", "--timeout", "30")
 
@@ -59,9 +58,9 @@ def test_a_wrong_result_on_the_other_node_is_gathered_into_rank_0s_report_and_fa
     assert "rocm-validate collectives: FAILED" in output
 
 
-@pytest.mark.parametrize("words", [("--sizes", "4 parsecs"), ("--fault", "all_reduce:x:corrupt")])
-def test_a_bad_option_of_the_entry_point_is_a_usage_error_before_any_rendezvous(words: tuple[str, ...]) -> None:
+def test_a_bad_option_of_the_entry_point_is_a_usage_error_before_any_rendezvous() -> None:
     env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1", "PATH": ""}
-    done = subprocess.run([sys.executable, "-m", "rocm_validate.collectives", *words], env=env,
+    done = subprocess.run([sys.executable, "-m", "rocm_validate.collectives", "--sizes", "4 parsecs"], env=env,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and done.stderr.startswith("rocm-validate collectives: ")
+    assert done.returncode == 2
+    assert done.stderr.startswith("rocm-validate collectives: '4 parsecs' is not a size; expected bytes or a number with KiB")

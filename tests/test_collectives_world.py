@@ -21,7 +21,7 @@ from rocm_validate.collectives.plan import CPU_PLAN, Fault, cpu_world
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "collectives" / "test_collectives.py"
-QUICK = dataclasses.replace(CPU_PLAN, sizes=(4096, 65536), warmup=0, iters=2, rounds=2, timeout_s=4)
+QUICK = dataclasses.replace(CPU_PLAN, sizes=(4096, 65536), warmup=0, iters=2, rounds=2, timeout_s=3)
 
 
 def test_the_suite_passes_at_world_size_2_over_gloo_and_records_bus_bandwidth(pytester: pytest.Pytester) -> None:

@@ -18,9 +18,10 @@ ELEMENT_BYTES = 4  # float32, nccl-tests' default data type
 
 
 def pattern(rank: int, count: int, device: Any, offset: int = 0) -> torch.Tensor:
-    """Rank `rank`'s elements offset .. offset+count-1."""
-    index = torch.arange(offset, offset + count, device=device, dtype=torch.int64)
-    return ((index * 7 + rank * 13) % 61 + 1).to(torch.float32)
+    """Rank `rank`'s elements offset .. offset+count-1, built in int32 (reduced mod 61 first, so
+    no product overflows) to keep a 1 GiB payload's scratch memory small."""
+    index = torch.arange(offset, offset + count, device=device, dtype=torch.int32)
+    return (((index % 61) * 7 + (rank * 13) % 61) % 61 + 1).to(torch.float32)
 
 
 def element_count(nbytes: int, world: int) -> int:
