@@ -8,6 +8,7 @@ from pathlib import Path
 import fake_devices
 import pytest
 
+from rocm_validate.core import node
 from rocm_validate.core.options import Settings, is_node_selection, parse_device
 from rocm_validate.errors import DeviceError, UsageError
 from rocm_validate.platform.devices import select_devices
@@ -85,3 +86,20 @@ def test_the_update_hint_records_the_suites_this_run_measures_on_its_devices():
 def test_a_list_is_repeated_as_the_user_wrote_it():
     assert _settings({"perf"}, (2, 0)).device_argument() == "2,0"
     assert _settings({"perf"}, (2, 0)).summary()["device"] == "2,0"
+
+
+def test_the_main_process_of_a_node_run_discovers_in_a_child_and_gets_the_same_devices():
+    found = node.discover_in_child()
+    assert found and not found[-1].is_gpu and all(d.is_gpu for d in found[:-1])
+
+
+def test_a_discovery_child_that_fails_is_a_device_error_with_its_last_words(monkeypatch):
+    monkeypatch.setattr(node, "_DISCOVER", "raise SystemExit('amdgpu: no such device')")
+    with pytest.raises(DeviceError, match=r"device discovery failed in its child process \(exit 1\): amdgpu: no such device"):
+        node.discover_in_child()
+
+
+def test_a_discovery_child_that_hangs_is_stopped_and_named(monkeypatch):
+    monkeypatch.setattr(node, "_DISCOVER", "import time\ntime.sleep(60)")
+    with pytest.raises(DeviceError, match=r"device discovery did not finish in 0.5 s \(a hung driver or vendor tool\?\)"):
+        node.discover_in_child(timeout_s=0.5)

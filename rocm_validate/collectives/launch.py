@@ -31,13 +31,14 @@ from typing import Any, Mapping
 from rocm_validate.collectives.outcome import WorldOutcome, summarize
 from rocm_validate.collectives.plan import Plan, WorldSpec
 from rocm_validate.collectives.rank import RUN_ID_VARIABLE, progress_key, result_key, store_prefix
+from rocm_validate.core.node import NODE_GPU_VARIABLE
 
 POLL_S = 0.2
 STARTUP_S = 180.0  # importing torch and initialising a GPU runtime on a busy node
 # No progress on any rank for this long ends the group: past every rank's own collective
 # timeout, with room for a loaded host to let the ranks that timed out report and exit.
 STALL_FACTOR, STALL_SLACK_S = 2.0, 30.0
-_NOT_FOR_RANKS = ("ROCM_VALIDATE_NODE_GPU",)  # a pinned pytest worker's own marker
+_NOT_FOR_RANKS = (NODE_GPU_VARIABLE,)  # a pinned pytest worker's own marker
 
 
 @dataclass

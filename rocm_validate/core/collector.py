@@ -5,6 +5,7 @@ JUnit properties, and the JSON report (--rocm-report)."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -185,7 +186,7 @@ class ResultCollector:
                     {
                         "device": d.to_dict(),
                         "pinning": facts.pinning((d.index,)).describe() if d.is_gpu and d.index is not None else None,
-                        "summary": outcome_counts(r for r in results if r.gpu is not None and r.gpu.index == d.index),
+                        "summary": outcome_counts(r for r in results if (r.gpu.index if r.gpu else None) == d.index),
                     }
                     for d in facts.devices
                 ],
@@ -204,7 +205,7 @@ class ResultCollector:
 
         devices = list(self.state.node.devices) if self.state.node is not None else ([device] if device else [])
         return RunFacts(
-            command=" ".join(sys.argv), exit_status=self.exit_status, devices=devices, results=results, peers=self.peers
+            command=shlex.join(sys.argv), exit_status=self.exit_status, devices=devices, results=results, peers=self.peers
         )
 
     def _peer_findings(self) -> list[PeerFinding]:
