@@ -19,7 +19,7 @@ from rocm_validate.collectives.busbw import (
     size_label,
 )
 from rocm_validate.collectives.outcome import summarize
-from rocm_validate.collectives.plan import CPU_PLAN, GPU_PLAN, Fault, parser, plan_from_arguments, world_skip_reason
+from rocm_validate.collectives.plan import CPU_PLAN, GPU_PLAN, Fault, parser, plan_for, plan_from_arguments, world_skip_reason
 
 
 @pytest.mark.parametrize(
@@ -97,6 +97,11 @@ def test_a_plan_survives_its_own_command_line():
 def test_a_bad_plan_option_names_itself(words, message):
     with pytest.raises(ValueError, match=message):
         plan_from_arguments(_args(*words), gpu=False)
+
+
+def test_a_world_beyond_one_full_node_copies_smaller_peer_to_peer_buffers():
+    assert plan_for("nccl", 8) == GPU_PLAN and plan_for("gloo", 2) == CPU_PLAN
+    assert plan_for("nccl", 64).p2p_bytes == 32 * 2**20 and plan_for("nccl", 64).sizes == GPU_PLAN.sizes
 
 
 def test_one_gpu_is_not_a_group_and_the_skip_says_how_to_select_more():

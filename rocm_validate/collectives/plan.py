@@ -9,7 +9,7 @@ one host": `--rocm-cpu-ranks` gloo ranks (default 2), so CI runs the same suite 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from rocm_validate.collectives.busbw import COLLECTIVES, parse_size, size_label
@@ -79,6 +79,21 @@ GPU_PLAN = Plan(sizes=(MIB, 16 * MIB, 256 * MIB, 1024 * MIB), warmup=5, iters=10
                 timeout_s=DEFAULT_TIMEOUT_S["gpu"])
 CPU_PLAN = Plan(sizes=(4096, 64 * 1024, MIB), warmup=1, iters=3, rounds=3, p2p_bytes=64 * 1024,
                 timeout_s=DEFAULT_TIMEOUT_S["cpu"])
+
+
+# Every pair copies once per round: n(n-1)/2 pairs grow fast (2016 for 64 CPX partitions), so a
+# world larger than a full SPX node copies smaller buffers to keep the suite within minutes.
+P2P_FULL_WORLD = 8
+P2P_LARGE_WORLD_BYTES = 32 * MIB
+
+
+def plan_for(backend: str, world: int) -> Plan:
+    """The plan of a world: the GPU plan for nccl (smaller peer-to-peer copies beyond 8 ranks), the CPU plan for gloo."""
+    if backend != "nccl":
+        return CPU_PLAN
+    if world <= P2P_FULL_WORLD:
+        return GPU_PLAN
+    return replace(GPU_PLAN, p2p_bytes=P2P_LARGE_WORLD_BYTES)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,13 +21,12 @@ import pytest
 from rocm_validate.collectives.busbw import size_label
 from rocm_validate.collectives.outcome import PairOutcome, StepOutcome, WorldOutcome
 from rocm_validate.collectives.plan import (
-    CPU_PLAN,
     DEFAULT_CPU_RANKS,
-    GPU_PLAN,
     Plan,
     WorldSpec,
     cpu_world,
     gpu_world,
+    plan_for,
     world_skip_reason,
 )
 from rocm_validate.core import options
@@ -138,7 +137,7 @@ def collective_world(pytestconfig: pytest.Config) -> WorldSpec:
 def collective_plan(pytestconfig: pytest.Config, collective_world: WorldSpec) -> Plan:
     """What the world runs: the GPU or CPU plan, with --rocm-collective-timeout."""
     timeout_s = pytestconfig.stash[SETTINGS_KEY].timeout_s
-    base = GPU_PLAN if collective_world.backend == "nccl" else CPU_PLAN
+    base = plan_for(collective_world.backend, collective_world.size)
     return base if timeout_s is None else replace(base, timeout_s=timeout_s)
 
 
