@@ -99,3 +99,13 @@ def test_the_band_each_subject_gets_comes_from_its_own_and_its_peers_spread():
 
     compare("x", "GB/s", "higher", [PeerSample("a", 10.0, 0.01), PeerSample("b", 10.0, 0.03), PeerSample("c", 9.0, 0.02)], band)
     assert seen == [(0.01, 0.025), (0.03, 0.015), (0.02, 0.02)]
+
+
+def test_the_slow_peer_to_peer_pair_is_named_among_its_peer_pairs():
+    pairs = {(a, b): 48.0 for a in range(4) for b in range(a + 1, 4)}
+    pairs[(1, 3)] = 30.0
+    samples = [PeerSample(f"GPU {a} -> GPU {b}", value, 0.01) for (a, b), value in pairs.items()]
+    slow = [f for f in compare("p2p copy bandwidth", "GB/s", "higher", samples, fixed_band()) if f.flagged]
+    assert [f.message for f in slow] == [
+        "GPU 1 -> GPU 3 is 37.5% below the median of its 5 peers on p2p copy bandwidth: 30 vs 48 GB/s (allowed 5.0%)"
+    ]
