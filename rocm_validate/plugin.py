@@ -12,7 +12,7 @@ from typing import Any, Generator
 
 import pytest
 
-from rocm_validate.core import hookspec, levels, options, requirements
+from rocm_validate.core import hookspec, levels, node, options, requirements
 from rocm_validate.core.categorize import categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
 from rocm_validate.core.selection import (
@@ -32,6 +32,8 @@ from rocm_validate.core.session import (
 from rocm_validate.errors import MarkerUsageError, UsageError
 from rocm_validate.results.metrics import replace_properties
 
+NODE_PLUGIN_NAME = "rocm_validate_node"
+
 # Each concern registers its own hooks and fixtures; the suites' plugins import torch only inside them.
 pytest_plugins = (
     "rocm_validate.core.fixtures",
@@ -39,6 +41,7 @@ pytest_plugins = (
     "rocm_validate.perf.plugin",
     "rocm_validate.convergence.plugin",
     "rocm_validate.preflight.plugin",
+    "rocm_validate.collectives.plugin",
 )
 
 
@@ -54,8 +57,12 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker, description in requirements.MARKERS.items():
         config.addinivalue_line("markers", f"{marker}: {description}")
     state = RunState(config=config, settings=options.resolve_settings(config))
+    state.node = node.worker_facts(config)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(ResultCollector(state), COLLECTOR_NAME)
+    config.pluginmanager.register(node, NODE_PLUGIN_NAME)  # pytest-xdist's hooks for whole-node runs
+    if _touches_suites(config):
+        node.configure_controller(config, state.settings)
 
 
 def _touches_suites(config: pytest.Config) -> bool:
@@ -69,7 +76,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Choose the device before anything else runs (also under -q and before xdist starts its
     workers), so a device that cannot be validated is one usage error, exit status 4."""
     if _touches_suites(session.config):
-        device = run_state(session.config).device()
+        state = run_state(session.config)
+        if state.settings.node_run and not hasattr(session.config, "workerinput"):
+            node.start_controller(session.config, state)
+        device = state.device()
         _junit_suite_properties(session.config, device.device_key, device.torch_version)
 
 
@@ -87,7 +97,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from rocm_validate.core.header import header_lines
 
     state = run_state(config)
-    return header_lines(state.settings, state.device() if _touches_suites(config) else None)
+    touched = _touches_suites(config)
+    lines = header_lines(state.settings, state.device() if touched else None)
+    return lines + (node.header_lines(state, node.REQUESTED_WORKERS_KEY in config.stash) if touched else [])
 
 
 
@@ -186,6 +198,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    collector = config.pluginmanager.get_plugin(COLLECTOR_NAME)
-    if collector is not None:
-        config.pluginmanager.unregister(collector)
+    for name in (COLLECTOR_NAME, NODE_PLUGIN_NAME):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)

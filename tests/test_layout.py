@@ -30,6 +30,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "perf": frozenset({"core", "platform", "results", "workloads"}),
     "convergence": frozenset({"core", "platform", "results", "workloads"}),
     "preflight": frozenset({"core", "platform", "results"}),
+    "collectives": frozenset({"core", "platform", "results", "workloads"}),
     "cli": frozenset({"core", "platform", "results", "workloads", "convergence"}),
     TOP: frozenset({"core", "platform", "results"}),
 }

@@ -9,7 +9,7 @@ def test_an_unknown_suite_is_a_usage_error_naming_the_accepted_forms(pytester):
     pytester.makepyfile(PASSING)
     result = pytester.runpytest("--rocm-suite=speed")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --rocm-suite='speed': unknown suite 'speed'; accepted: preflight, correctness, perf, convergence, all*"])
+    result.stderr.fnmatch_lines(["ERROR: --rocm-suite='speed': unknown suite 'speed'; accepted: preflight, correctness, perf, convergence, collectives, all*"])
     assert "Traceback" not in result.stderr.str()
 
 
@@ -17,7 +17,7 @@ def test_a_device_that_is_neither_an_index_nor_cpu_is_a_usage_error(pytester):
     pytester.makepyfile(PASSING)
     result = pytester.runpytest("--rocm-device=gpu0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --rocm-device='gpu0': expected a GPU index (0, 1, ...), 'cpu' or 'auto'*"])
+    result.stderr.fnmatch_lines(["ERROR: --rocm-device='gpu0': expected a GPU index (0, 1, ...), a comma list of indices (0,3,5), 'all', 'cpu' or 'auto'*"])
 
 
 def test_an_empty_suite_list_is_a_usage_error(pytester):
@@ -44,7 +44,7 @@ def test_the_environment_overrides_the_ini_and_the_command_line_overrides_both(p
     )
     pytester.makepyfile(PASSING)
     runs = [((), None, "suites=perf"), ((), "convergence", "suites=convergence"),
-            (("--rocm-suite=all",), "convergence", "suites=convergence,correctness,perf,preflight")]
+            (("--rocm-suite=all",), "convergence", "suites=collectives,convergence,correctness,perf,preflight")]
     for args, env, shown in runs:
         if env:
             monkeypatch.setenv("ROCM_VALIDATE_SUITE", env)
@@ -69,7 +69,7 @@ def test_all_options_share_one_help_group(pytester):
             "rocm-validate: GPU stack validation:",
             "  --rocm-suite=LIST*",
             "  --rocm-baselines=DIR*",
-            "  --rocm-device=INDEX|cpu*",
+            "  --rocm-device=INDEX|LIST|all|cpu*",
             "  --rocm-report=PATH*",
             "  --update-baselines*",
             "  --rocm-strict*",

@@ -38,7 +38,7 @@ def test_a_marker_naming_no_suite_is_a_usage_error(pytester):
     pytester.makepyfile("import pytest\n\n@pytest.mark.rocm_suite('fast')\ndef test_x():\n    pass\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: *test_x: rocm_suite marker needs one of preflight, correctness, perf, convergence; found 'fast'"])
+    result.stderr.fnmatch_lines(["ERROR: *test_x: rocm_suite marker needs one of preflight, correctness, perf, convergence, collectives; found 'fast'"])
 
 
 def test_the_suite_of_each_test_is_a_junit_property(three_suites):

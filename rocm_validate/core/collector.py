@@ -5,14 +5,19 @@ JUnit properties, and the JSON report (--rocm-report)."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from rocm_validate.core import node
 from rocm_validate.core.categorize import category_property, facts_of
 from rocm_validate.core.levels import describe_time_used
+from rocm_validate.core.options import NODE_WIDE_SUITES
+from rocm_validate.core.selection import suite_from_path
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
@@ -22,6 +27,9 @@ from rocm_validate.results.metrics import (
 )
 from rocm_validate.results.report import FINDINGS_PROPERTY, TestResult
 from rocm_validate.results.triage import CATEGORY_PROPERTY, classify
+
+if TYPE_CHECKING:
+    from rocm_validate.results.peers import PeerFinding
 
 COLLECTOR_NAME = "rocm_validate_collector"
 
@@ -93,6 +101,8 @@ class ResultCollector:
 
     def __init__(self, state: RunState) -> None:
         self.state = state
+        self.peers: list[PeerFinding] = []  # each GPU's metrics against its peers (whole-node runs)
+        self.exit_status: int | None = None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_report_header(self, config: pytest.Config) -> Any:
@@ -110,9 +120,11 @@ class ResultCollector:
         """Record the phase, then leave JUnit XML (which reads the teardown report next) one line
         a person can read per metric instead of the JSON that carried it here."""
         properties = dict((n, v) for n, v in report.user_properties if isinstance(n, str))
-        result = self.state.results.setdefault(
-            report.nodeid, TestResult(report.nodeid, suite=properties.get("rocm_suite"))
-        )
+        config = self.state.config
+        suite = properties.get("rocm_suite") or suite_from_path(config.rootpath / report.nodeid.split("::")[0], config.rootpath)
+        gpu = None if suite in NODE_WIDE_SUITES else node.report_gpu(report, self.state)
+        fresh = TestResult(report.nodeid, suite=suite, gpu=gpu)
+        result = self.state.results.setdefault(fresh.title, fresh)
         result.duration_s += report.duration
         outcome = _outcome(report)
         if _SEVERITY.index(outcome) > _SEVERITY.index(result.outcome):
@@ -120,8 +132,10 @@ class ResultCollector:
             result.message = _message(report)
             if result.failed:
                 result.category = _category(report, result.suite)
+            if gpu is not None and report.when not in ("setup", "call", "teardown"):
+                result.message = f"{gpu.label}: {result.message}"  # xdist's report of a crashed worker
         if report.when == "teardown":
-            result.metrics = metrics_from_properties(report.user_properties)
+            result.metrics = [m if m.gpu or not gpu else replace(m, gpu=gpu) for m in metrics_from_properties(report.user_properties)]
             result.numerics = _json_entries(report.user_properties, NUMERICS_PROPERTY)
             result.findings = _json_entries(report.user_properties, FINDINGS_PROPERTY)
             if not is_xdist_worker(self.state.config):
@@ -157,8 +171,20 @@ class ResultCollector:
             terminalreporter.write_sep("=", "rocm-validate metrics")
             for line in metrics_table(metrics):
                 terminalreporter.write_line(line)
-        if self.state.settings.report_path is not None and self.state.report_written:
-            terminalreporter.write_line(f"rocm-validate report: wrote {self.state.settings.report_path}")
+        if self.state.node is not None and self.state.results and not is_xdist_worker(self.state.config):
+            from rocm_validate.results.summary import node_table, peer_lines
+
+            terminalreporter.write_sep("=", "rocm-validate node")
+            for line in node_table(self.state.node.devices, self.state.results.values(), self.peers):
+                terminalreporter.write_line(line)
+            for line in peer_lines(self.peers):
+                terminalreporter.write_line(line, red=True)
+        for label, path, written in (
+            ("report", self.state.settings.report_path, self.state.report_written),
+            ("summary", self.state.settings.summary_path, self.state.summary_written),
+        ):
+            if path is not None and written:
+                terminalreporter.write_line(f"rocm-validate {label}: wrote {path}")
 
     def write_verdict(self, terminalreporter: Any) -> None:
         """The verdict line, after every suite's own summary lines (see plugin.py)."""
@@ -167,17 +193,92 @@ class ResultCollector:
             terminalreporter.write_line(verdict, bold=True, red="pass:" not in verdict)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Write the JSON report before the terminal summary, so the summary can say where it is."""
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Compare each GPU with its peers (a GPU worse than its peers fails the run, exit status
+        1), then write the JSON report and the markdown summary before the terminal summary, so
+        the summary can say where they are."""
         settings = self.state.settings
-        if is_xdist_worker(session.config) or settings.report_path is None:
+        if is_xdist_worker(session.config):
             return
-        from rocm_validate.results import jsonfile
-        from rocm_validate.results.report import REPORT_SCHEMA, build_report
-
+        self.peers = self._peer_findings()
+        if any(f.flagged for f in self.peers) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self.exit_status = int(session.exitstatus)
+        if settings.report_path is None and settings.summary_path is None:
+            return
         touched = any(r.suite for r in self.state.results.values()) or self.state.discovered
         device = self.state.device() if touched else None
         results = list(self.state.results.values())
-        report = build_report(settings.summary(), device, results, sys.argv, int(exitstatus), self.verdict())
-        jsonfile.write_json(settings.report_path, report, REPORT_SCHEMA)
+        if settings.report_path is not None:
+            self._write_report(device, results)
+        if settings.summary_path is not None:
+            from rocm_validate.results.summary import markdown
+
+            settings.summary_path.write_text(markdown(self.run_facts(device, results)))
+            self.state.summary_written = True
+
+    def _write_report(self, device: Any, results: list[TestResult]) -> None:
+        from rocm_validate.results import jsonfile
+        from rocm_validate.results.report import (
+            REPORT_SCHEMA,
+            build_report,
+            outcome_counts,
+        )
+
+        facts = self.state.node
+        node_section = None
+        if facts is not None:
+            node_section = {
+                "gpus": [
+                    {
+                        "device": d.to_dict(),
+                        "pinning": facts.pinning((d.index,)).describe() if d.is_gpu and d.index is not None else None,
+                        "summary": outcome_counts(r for r in results if (r.gpu.index if r.gpu else None) == d.index),
+                    }
+                    for d in facts.devices
+                ],
+            }
+        assert self.exit_status is not None
+        report = build_report(
+            self.state.settings.summary(), device, results, sys.argv, self.exit_status,
+            self.verdict(), node=node_section, peers=[f.to_dict() for f in self.peers],
+        )
+        jsonfile.write_json(self.state.settings.report_path, report, REPORT_SCHEMA)
         self.state.report_written = True
+
+    def run_facts(self, device: Any, results: list[TestResult]) -> Any:
+        """What the markdown summary and the HTML report show about this run."""
+        from rocm_validate.results.summary import RunFacts
+
+        devices = list(self.state.node.devices) if self.state.node is not None else ([device] if device else [])
+        return RunFacts(
+            command=shlex.join(sys.argv), exit_status=self.exit_status, devices=devices, results=results, peers=self.peers
+        )
+
+    def _peer_findings(self) -> list[PeerFinding]:
+        """Each GPU's metrics against the median of its peers, with the gate's band (whole-node runs)."""
+        facts = self.state.node
+        if facts is None:
+            return []
+        from rocm_validate.results.peers import gpu_findings
+
+        config = self.state.config
+
+        def band_for(metric: Any) -> Any:
+            def band(own: float | None, peer: float | None) -> Any:
+                return config.hook.pytest_rocm_noise_band(
+                    config=config, name=metric.name, backend=facts.backend, dispersions=(own, peer)
+                )
+
+            return band
+
+        return gpu_findings(self.state.metrics(), band_for)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str], session: Any) -> None:
+        """pytest-html (when installed): the summary's facts, with plots when matplotlib is installed."""
+        from rocm_validate.results.summary import html_sections
+
+        touched = any(r.suite for r in self.state.results.values()) or self.state.discovered
+        device = self.state.device() if touched else None
+        prefix.extend(html_sections(self.run_facts(device, list(self.state.results.values()))))

@@ -15,7 +15,7 @@ from rocm_validate.results.report import device_summary, stack_summary
 def rerun_command(settings: Settings, device: DeviceInfo | None) -> str:
     """The command line that repeats this run's choices."""
     words = ["pytest", f"--rocm-suite={','.join(sorted(settings.suites))}"]
-    chosen = settings.device
+    chosen = None if settings.device is None else settings.device_argument()
     if chosen is None and device is not None:
         chosen = "cpu" if not device.is_gpu else device.index
     if chosen is not None:

@@ -27,3 +27,17 @@ def pytest_rocm_metric_finalize(item: pytest.Item, report: Any, metric: Metric) 
     Return a replacement (e.g. with the verdict 'updated' once a baseline was written), or
     None to keep the metric as it is.
     """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_rocm_noise_band(
+    config: pytest.Config, name: str, backend: str, dispersions: tuple[float | None, ...]
+) -> tuple[float, str] | None:
+    """How far (a fraction) two measurements of metric `name` on a `backend` device may differ
+    before the difference is more than noise, given each one's relative spread (IQR / median,
+    None where unmeasured); with how it was derived, for messages ('8.0% = max(floor 5.0%, ...)').
+
+    The perf suite answers with its baseline gate's rule for the metric (`rocm_perf_thresholds`
+    included), so a GPU compared with its peers, or a bandwidth with the next message size, gets
+    the band a baseline comparison would. None: the metric is informational and not compared.
+    """

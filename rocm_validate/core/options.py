@@ -17,7 +17,12 @@ import pytest
 from rocm_validate.errors import UsageError
 
 # In run order: preflight first (seconds long; a misconfigured host explains what follows).
-SUITES: tuple[str, ...] = ("preflight", "correctness", "perf", "convergence")
+SUITES: tuple[str, ...] = ("preflight", "correctness", "perf", "convergence", "collectives")
+# Suites that measure the node as one group (every selected GPU together) rather than each GPU
+# on its own: in a pinned-worker run their tests run once, after every GPU's own tests.
+NODE_WIDE_SUITES: tuple[str, ...] = ("collectives",)
+# Suites whose metrics are gated against stored baselines (named in the command that records them).
+BASELINE_SUITES: tuple[str, ...] = ("perf", "collectives")
 GROUP = "rocm-validate"
 
 T = TypeVar("T")
@@ -39,7 +44,7 @@ SUITE = OptionSpec(
     "--rocm-suite",
     "rocm_suite",
     "ROCM_VALIDATE_SUITE",
-    "suites to run, comma-separated: preflight, correctness, perf, convergence or all (default: correctness)",
+    "suites to run, comma-separated: preflight, correctness, perf, convergence, collectives or all (default: correctness)",
     "LIST",
     "correctness",
 )
@@ -54,8 +59,17 @@ DEVICE = OptionSpec(
     "--rocm-device",
     "rocm_device",
     "ROCM_VALIDATE_DEVICE",
-    "device to validate: a GPU index or 'cpu' (default: GPU 0, or the CPU when there is no GPU)",
-    "INDEX|cpu",
+    "device(s) to validate: a GPU index, a comma list of indices (0,3,5), 'all' (every GPU, one pinned "
+    "pytest-xdist worker each) or 'cpu' (default: GPU 0, or the CPU when there is no GPU)",
+    "INDEX|LIST|all|cpu",
+)
+SUMMARY = OptionSpec(
+    "--rocm-summary",
+    None,
+    None,
+    "write a markdown summary (device and stack, suites, metrics per GPU, failures) to this path, e.g. "
+    "$GITHUB_STEP_SUMMARY",
+    "PATH",
 )
 LEVEL = OptionSpec(
     "--rocm-level",
@@ -117,6 +131,23 @@ FLOORS = OptionSpec(
     "DIR",
 )
 THRESHOLDS_INI = "rocm_perf_thresholds"
+
+# --- collectives suite
+CPU_RANKS = OptionSpec(
+    "--rocm-cpu-ranks",
+    "rocm_cpu_ranks",
+    "ROCM_VALIDATE_CPU_RANKS",
+    "world size of the collectives suite on the CPU: gloo ranks on this host (default 2)",
+    "N",
+)
+COLLECTIVE_TIMEOUT = OptionSpec(
+    "--rocm-collective-timeout",
+    "rocm_collective_timeout",
+    "ROCM_VALIDATE_COLLECTIVE_TIMEOUT",
+    "seconds a collective may wait for its peers before the rank that is missing is named and the group "
+    "is ended (default 60 on GPUs, 20 on the CPU)",
+    "SECONDS",
+)
 THRESHOLDS_HELP = f"per-metric gate thresholds, one rule a line: {THRESHOLD_FORMS}"
 
 # --- convergence suite
@@ -158,7 +189,7 @@ class Settings:
     suites: frozenset[str]
     update_baselines: bool
     baselines_dir: Path
-    device: int | str | None  # GPU index, "cpu", or None for automatic
+    device: int | str | tuple[int, ...] | None  # GPU index, "cpu", "all", a list of indices, or None for automatic
     report_path: Path | None
     strict: bool
     suite_given: bool  # --rocm-suite (or its env / ini twin) was set explicitly
@@ -167,6 +198,12 @@ class Settings:
     level: str = "standard"  # quick, standard or extended (core.levels)
     timeout_s: float | None = None  # --rocm-timeout: one per-test timeout for every test
     baselines_given: str | None = None  # --rocm-baselines as the user wrote it, repeated in every hint
+    summary_path: Path | None = None  # --rocm-summary: the markdown summary
+
+    @property
+    def node_run(self) -> bool:
+        """--rocm-device=all or a list: every selected GPU validated, one pinned worker each."""
+        return is_node_selection(self.device)
 
     def command(self, *words: str) -> str:
         """A pytest command line for a hint, carrying the user's --rocm-baselines."""
@@ -175,12 +212,19 @@ class Settings:
 
     @property
     def update_command(self) -> str:
-        """The command that records this device's perf baselines."""
-        return self.command("--rocm-suite=perf", "--update-baselines")
+        """The command that records this run's baselines: the perf suite's, or the collectives
+        suite's (with the devices it ran on) when that is what this run measures."""
+        suites = sorted(set(BASELINE_SUITES) & self.suites) or ["perf"]
+        devices = [f"{DEVICE.flag}={self.device_argument()}"] if self.node_run else []
+        return self.command(f"--rocm-suite={','.join(suites)}", *devices, "--update-baselines")
 
     def device_argument(self) -> str:
         """The --rocm-device value that reproduces this run's device choice."""
-        return "auto" if self.device is None else str(self.device)
+        if self.device is None:
+            return "auto"
+        if isinstance(self.device, tuple):
+            return ",".join(str(index) for index in self.device)
+        return str(self.device)
 
     def summary(self) -> dict[str, object]:
         """The settings as the JSON report records them."""
@@ -204,7 +248,10 @@ def add_spec(parser: pytest.Parser, spec: OptionSpec) -> None:
 
 def add_options(parser: pytest.Parser) -> None:
     """Register every suite's options in the one rocm-validate group."""
-    for spec in (SUITE, LEVEL, TIMEOUT, BASELINES, DEVICE, REPORT, HOST_ROOT, WINDOW, FLOORS, BENCHMARK_JSON, RESULTS, RULESET, RCP_FILE, SEEDS):
+    for spec in (
+        SUITE, LEVEL, TIMEOUT, BASELINES, DEVICE, REPORT, SUMMARY, HOST_ROOT, WINDOW, FLOORS, BENCHMARK_JSON, RESULTS,
+        RULESET, RCP_FILE, SEEDS, CPU_RANKS, COLLECTIVE_TIMEOUT,
+    ):
         add_spec(parser, spec)
     parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
     group = parser.getgroup(GROUP)
@@ -284,19 +331,41 @@ def parse_timeout(value: str, source: str = TIMEOUT.flag) -> float:
     return seconds
 
 
-def parse_device(value: str, source: str = DEVICE.flag) -> int | str | None:
-    """'0' -> 0, 'cpu' -> 'cpu', 'auto' -> None."""
+_DEVICE_FORMS = "a GPU index (0, 1, ...), a comma list of indices (0,3,5), 'all', 'cpu' or 'auto'"
+
+
+def parse_device(value: str, source: str = DEVICE.flag) -> int | str | tuple[int, ...] | None:
+    """'0' -> 0, 'cpu' -> 'cpu', 'auto' -> None, 'all' -> 'all', '0,3,5' -> (0, 3, 5)."""
     text = value.strip().lower()
-    if text in ("cpu", "auto"):
-        return None if text == "auto" else "cpu"
+    if text in ("cpu", "auto", "all"):
+        return None if text == "auto" else text
+    if "," in text:
+        parts = [part.strip() for part in text.split(",")]
+        indices = [_gpu_index(part) for part in parts]
+        if any(index is None for index in indices):
+            bad = ", ".join(repr(p) for p, i in zip(parts, indices) if i is None)
+            raise UsageError(f"{source}={value!r}: {bad} is not a GPU index; expected {_DEVICE_FORMS}, e.g. {DEVICE.flag}=0,1")
+        repeated = sorted({i for i in indices if indices.count(i) > 1})
+        if repeated:
+            raise UsageError(f"{source}={value!r}: GPU {', '.join(map(str, repeated))} is listed twice; name each GPU once")
+        return tuple(i for i in indices if i is not None)
+    index = _gpu_index(text)
+    if index is not None:
+        return index
+    raise UsageError(f"{source}={value!r}: expected {_DEVICE_FORMS}, e.g. {DEVICE.flag}=0")
+
+
+def _gpu_index(text: str) -> int | None:
+    """'3', 'cuda:3', 'hip:3' -> 3; anything else -> None."""
     for prefix in ("cuda:", "hip:", "rocm:"):
         if text.startswith(prefix):
             text = text[len(prefix) :]
-    if text.isdigit():
-        return int(text)
-    raise UsageError(
-        f"{source}={value!r}: expected a GPU index (0, 1, ...), 'cpu' or 'auto', e.g. --rocm-device=0"
-    )
+    return int(text) if text.isdigit() else None
+
+
+def is_node_selection(device: object) -> bool:
+    """Whether a parsed --rocm-device value selects a set of GPUs ('all' or a list)."""
+    return device == "all" or isinstance(device, tuple)
 
 
 def parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[str, str], T], default: T) -> T:
@@ -394,6 +463,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         device=parse_or_default(config, DEVICE, parse_device, None),
         device_source=_source_name(device_source),
         report_path=output_file(config, REPORT, "report.json"),
+        summary_path=output_file(config, SUMMARY, "summary.md"),
         strict=bool(strict_flag) if strict_flag is not None else bool(config.getini("rocm_strict")),
         suite_given=suite_given,
         accept_regressions=accept,

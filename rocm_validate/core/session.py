@@ -13,6 +13,7 @@ from rocm_validate.core.options import Settings
 from rocm_validate.errors import UsageError
 
 if TYPE_CHECKING:
+    from rocm_validate.core.node import NodeFacts
     from rocm_validate.platform.devices import DeviceInfo
     from rocm_validate.results.metrics import Metric
     from rocm_validate.results.report import TestResult
@@ -27,13 +28,20 @@ class RunState:
     results: dict[str, TestResult] = field(default_factory=dict)
     report_written: bool = False
     started: float = field(default_factory=time.monotonic)  # for the time used against the level's budget
+    summary_written: bool = False
+    node: NodeFacts | None = None  # a whole-node run's devices (and, in a worker, its pinned GPU)
     _devices: list[DeviceInfo] | None = None
 
     def devices(self) -> list[DeviceInfo]:
-        """All devices, probed once per process (imports torch on first call)."""
+        """All devices, probed once per process (imports torch on first call). The main process
+        of a whole-node run probes in a child process, so it never starts a GPU runtime itself."""
         if self._devices is None:
             found = self.config.hook.pytest_rocm_discover_devices(config=self.config)
-            if found is None:
+            if found is None and self.settings.node_run and not is_xdist_worker(self.config):
+                from rocm_validate.core.node import discover_in_child
+
+                found = discover_in_child()
+            elif found is None:
                 from rocm_validate.platform.devices import discover_devices
 
                 found = discover_devices()
@@ -47,14 +55,34 @@ class RunState:
         return self._devices is not None
 
     def device(self) -> DeviceInfo:
-        """The device this run validates (--rocm-device); a missing index is a usage error."""
+        """The device this run validates (--rocm-device); a missing index is a usage error. In a
+        whole-node run: a pinned worker's own GPU, elsewhere the first selected device."""
         from rocm_validate.platform.devices import select_device
 
-        return select_device(self.devices(), self.settings.device, self.settings.device_source, os.environ)
+        if not self.settings.node_run:
+            return select_device(self.devices(), self.settings.device, self.settings.device_source, os.environ)
+        if self.node is not None and self.node.gpu is not None:
+            from rocm_validate.core.node import pinned_device
+
+            return pinned_device(self.devices(), self.node)
+        return self.node_devices()[0]
+
+    def node_devices(self) -> list[DeviceInfo]:
+        """Every device this run validates: the selected GPUs of a whole-node run (as the
+        controller found them, also in a worker), else the one selected device."""
+        if self.node is not None:
+            return list(self.node.devices)
+        if not self.settings.node_run:
+            return [self.device()]
+        from rocm_validate.platform.devices import select_devices
+
+        assert isinstance(self.settings.device, (str, tuple))
+        return select_devices(self.devices(), self.settings.device, self.settings.device_source, os.environ)
 
     def metrics(self) -> list[Metric]:
-        """Every recorded metric, ordered by test id so xdist runs print the same table."""
-        return [m for r in sorted(self.results.values(), key=lambda r: r.nodeid) for m in r.metrics]
+        """Every recorded metric, ordered by test id (then GPU) so xdist runs print the same table."""
+        ordered = sorted(self.results.values(), key=lambda r: (r.nodeid, -1 if r.gpu is None else r.gpu.index))
+        return [m for r in ordered for m in r.metrics]
 
 
 STATE_KEY = pytest.StashKey[RunState]()

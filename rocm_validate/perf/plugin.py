@@ -102,7 +102,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
     rules = f"{len(perf.rules)} {options.THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
     lines = [f"rocm-validate perf: baselines {described}; {floors.describe()}; {rules}; window x{perf.window_factor:g}"]
-    warning = shared_device_warning(getattr(config.option, "numprocesses", None), state.device())
+    workers = None if state.settings.node_run else getattr(config.option, "numprocesses", None)  # pinned: one GPU each
+    warning = shared_device_warning(workers, state.device())
     config.stash[HEADER_KEY] = lines + ([warning] if warning else [])
 
 
@@ -187,6 +188,20 @@ def pytest_rocm_metric_finalize(item: pytest.Item, report: Any, metric: Any) -> 
     if not report.passed:
         return metric.with_verdict("not-recorded", "baseline not written: the test did not pass")
     return context.write_baseline(metric)
+
+
+def pytest_rocm_noise_band(
+    config: pytest.Config, name: str, backend: str, dispersions: tuple[float | None, ...]
+) -> tuple[float, str] | None:
+    """The gate's band for `name` on `backend` (its threshold and the combined noise), for peer
+    comparisons and bandwidth dips; None for an informational metric."""
+    from rocm_validate.perf.stats import combined_noise, relative_noise
+
+    threshold = gate.threshold_for(name, backend, config.stash[SETTINGS_KEY].rules)
+    if threshold.informational:
+        return None
+    noise = combined_noise(*(relative_noise(d) for d in dispersions))
+    return threshold.allowed(noise), threshold.describe(noise)
 
 
 def _perf_metrics(config: pytest.Config) -> list[Any]:

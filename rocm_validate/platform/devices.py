@@ -632,6 +632,8 @@ def gpu_expected(wanted: int | str | None, source: str, env: Mapping[str, str], 
         return None
     if isinstance(wanted, int):
         return f"{source}={wanted} names a GPU"
+    if isinstance(wanted, tuple):
+        return f"{source}={','.join(map(str, wanted))} names GPUs"
     chosen = [f"{name}={env[name]}" for name in GPU_SELECTING_VARIABLES if env.get(name)]
     if chosen:
         return f"{chosen[0]} is set"
@@ -673,3 +675,28 @@ def select_device(
         found = ", ".join(f"{d.index} ({d.name})" for d in gpus)
         raise DeviceError(f"{source}={wanted}: no such GPU; found {found}. Use one of those indices or 'cpu'.")
     return match
+
+
+def select_devices(
+    devices: list[DeviceInfo], wanted: str | tuple[int, ...], source: str = "--rocm-device", env: Mapping[str, str] | None = None
+) -> list[DeviceInfo]:
+    """The devices a whole-node run validates: 'all' GPUs, or the listed indices in that order.
+
+    With no GPU at all, 'all' is the CPU, once, unless a GPU was expected (a visibility variable
+    in `env`, a GPU build of torch): then it is the same DeviceError as for a single index. A
+    listed index that does not exist raises DeviceError naming it and the GPUs there are.
+    """
+    gpus = [d for d in devices if d.is_gpu]
+    if not gpus:
+        return [select_device(devices, wanted, source, env)]
+    if wanted == "all":
+        return gpus
+    by_index = {d.index: d for d in gpus}
+    missing = [index for index in wanted if index not in by_index]
+    if missing:
+        found = ", ".join(f"{d.index} ({d.name})" for d in gpus)
+        raise DeviceError(
+            f"{source}={','.join(map(str, wanted))}: no GPU {', '.join(map(str, missing))}; found {len(gpus)}: {found}. "
+            f"List only those indices, or use {source}=all."
+        )
+    return [by_index[index] for index in wanted]

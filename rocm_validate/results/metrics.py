@@ -18,6 +18,26 @@ BETTER = ("higher", "lower")
 
 
 @dataclass(frozen=True)
+class GpuRef:
+    """Which GPU of a whole-node run a metric or test outcome belongs to: its index (as the run
+    chose it, --rocm-device), PCI address and UUID where known, and its device key (its SKU)."""
+
+    index: int
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+    device_key: str | None = None
+
+    @property
+    def label(self) -> str:
+        """'GPU 5 (BDF 0000:c1:00.0)', the way messages name a GPU."""
+        return f"GPU {self.index}" + (f" (BDF {self.pci_bus_id})" if self.pci_bus_id else "")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GpuRef:
+        return cls(**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}})
+
+
+@dataclass(frozen=True)
 class Metric:
     """One measurement and, once gated, its verdict against a baseline."""
 
@@ -39,6 +59,7 @@ class Metric:
     verdict: str = "recorded"
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    gpu: GpuRef | None = None  # the GPU it was measured on, in a whole-node run
 
     def __post_init__(self) -> None:
         if self.better not in BETTER:
@@ -63,7 +84,10 @@ class Metric:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Metric:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        if isinstance(values.get("gpu"), Mapping):
+            values["gpu"] = GpuRef.from_dict(values["gpu"])
+        return cls(**values)
 
     def to_property(self) -> tuple[str, str]:
         """(name, value) for item.user_properties: survives xdist and lands in JUnit XML."""

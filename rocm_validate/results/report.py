@@ -7,14 +7,14 @@ import platform
 import shlex
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any, Iterable
 
 from rocm_validate import __version__
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
-from rocm_validate.results.metrics import Metric, format_number
+from rocm_validate.results.metrics import GpuRef, Metric, format_number
 from rocm_validate.results.triage import CATEGORIES, CheckRecord
 
 _NUMBER = {"type": ["number", "null"]}
@@ -69,6 +69,12 @@ DEVICES_SCHEMA: dict[str, Any] = {
     },
 }
 
+GPU_REF_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "required": ["index"],
+    "properties": {"index": {"type": "integer"}, "pci_bus_id": _STRING, "uuid": _STRING, "device_key": _STRING},
+}
+
 METRIC_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["name", "value", "unit", "better", "verdict"],
@@ -84,6 +90,46 @@ METRIC_SCHEMA: dict[str, Any] = {
         "percent_of_peak": _NUMBER,
         "verdict": {"type": "string"},
         "message": {"type": "string"},
+        "gpu": GPU_REF_SCHEMA,
+    },
+}
+
+# One GPU's metric against the median of the same metric on its peers (results/peers.py).
+PEER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "subject", "value", "median", "peers", "ratio", "verdict"],
+    "properties": {
+        "name": {"type": "string"},
+        "subject": {"type": "string"},
+        "gpu": GPU_REF_SCHEMA,
+        "value": {"type": "number"},
+        "median": {"type": "number"},
+        "peers": {"type": "integer", "minimum": 1},
+        "ratio": {"type": "number"},
+        "allowed": _NUMBER,
+        "verdict": {"enum": ["pass", "below-peers"]},
+        "message": {"type": "string"},
+    },
+}
+
+# A whole-node run: every selected device, its pinning and its own test counts.
+NODE_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "required": ["gpus"],
+    "properties": {
+        "workers": {"type": "integer"},
+        "gpus": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["device", "summary"],
+                "properties": {
+                    "device": DEVICE_SCHEMA,
+                    "pinning": _STRING,
+                    "summary": {"type": "object", "additionalProperties": {"type": "integer"}},
+                },
+            },
+        },
     },
 }
 
@@ -131,11 +177,14 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "numerics": {"type": "array", "items": {"type": "object", "required": ["check", "passed"]}},
                     "category": {"enum": [*CATEGORIES, None]},
                     "findings": {"type": "array", "items": FINDING_SCHEMA},
+                    "gpu": GPU_REF_SCHEMA,
                 },
             },
         },
         "metrics": {"type": "array", "items": METRIC_SCHEMA},
         "verdict": {"type": "string"},
+        "node": NODE_SCHEMA,
+        "peers": {"type": "array", "items": PEER_SCHEMA},
     },
 }
 
@@ -156,6 +205,12 @@ class TestResult:
     numerics: list[dict[str, Any]] = field(default_factory=list)  # each check's margins (correctness)
     category: str | None = None  # why it failed (rocm_validate.results.triage); None unless failed
     findings: list[dict[str, Any]] = field(default_factory=list)  # preflight facts about the host
+    gpu: GpuRef | None = None  # the GPU it ran on, in a whole-node run
+
+    @property
+    def title(self) -> str:
+        """The test id, with its GPU in a whole-node run: 'suites/perf/test_gemm.py::test_x [GPU 3]'."""
+        return self.nodeid if self.gpu is None else f"{self.nodeid} [GPU {self.gpu.index}]"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,6 +223,7 @@ class TestResult:
             "numerics": self.numerics,
             "category": self.category,
             "findings": self.findings,
+            "gpu": None if self.gpu is None else asdict(self.gpu),
         }
 
     @property
@@ -201,10 +257,15 @@ def stack_summary(device: DeviceInfo) -> str:
 _COLUMNS = ("metric", "value", "unit", "baseline", "ratio", "detects", "% peak", "verdict")
 
 
+def metric_title(metric: Metric) -> str:
+    """The metric's name, with its GPU in a whole-node run: 'gemm.bf16.8192x8192x8192 [GPU 3]'."""
+    return metric.name if metric.gpu is None else f"{metric.name} [GPU {metric.gpu.index}]"
+
+
 def metric_rows(metrics: Iterable[Metric]) -> list[tuple[str, ...]]:
     return [
         (
-            m.name,
+            metric_title(m),
             format_number(m.value),
             m.unit,
             format_number(m.baseline),
@@ -223,7 +284,7 @@ def metrics_table(metrics: list[Metric]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     lines = ["  ".join(cell.ljust(widths[i]) if i in (0, 2, 7) else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = [f"{m.name}: {m.message}" for m in metrics if m.message]
+    notes = [f"{metric_title(m)}: {m.message}" for m in metrics if m.message]
     return lines + ([""] + notes if notes else [])
 
 
@@ -246,6 +307,11 @@ def environment() -> dict[str, Any]:
     }
 
 
+def outcome_counts(results: Iterable[TestResult]) -> dict[str, int]:
+    """{'passed': 250, 'skipped': 15, ...} over `results`."""
+    return dict(Counter(result.outcome for result in results))
+
+
 def build_report(
     settings: dict[str, Any],
     device: DeviceInfo | None,
@@ -253,10 +319,12 @@ def build_report(
     command: list[str],
     exit_status: int,
     verdict: str | None = None,
+    node: dict[str, Any] | None = None,
+    peers: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    summary: dict[str, int] = {}
-    for result in results:
-        summary[result.outcome] = summary.get(result.outcome, 0) + 1
+    """The JSON report; `node` (whole-node runs: the GPUs and their counts) and `peers` (each GPU's
+    metrics against its peers' median) are added by whole-node runs."""
+    summary = outcome_counts(results)
     return {
         "schema": "rocm-validate/report/1",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -269,6 +337,8 @@ def build_report(
         "tests": [r.to_dict() for r in results],
         "metrics": [m.to_dict() for r in results for m in r.metrics],
         **({"verdict": verdict} if verdict is not None else {}),
+        "node": node,
+        "peers": list(peers or []),
     }
 
 
@@ -307,9 +377,15 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
 
 def check_records(results: Iterable[TestResult], gpu: int | None) -> list[CheckRecord]:
     """The triage verdict's input from this run's results: every test that ran (skips validated
-    nothing) on the run's GPU (`gpu`, None for the CPU); preflight checks are the host's."""
+    nothing) on its own GPU in a whole-node run, else on the run's GPU (`gpu`, None for the CPU);
+    preflight checks are the host's."""
+    def where(result: TestResult) -> int | None:
+        if result.suite == "preflight":
+            return None
+        return result.gpu.index if result.gpu is not None else gpu
+
     return [
-        CheckRecord(None if r.suite == "preflight" else gpu, r.nodeid, (r.category or "crash") if r.failed else None)
+        CheckRecord(where(r), r.nodeid, (r.category or "crash") if r.failed else None)
         for r in results
         if r.outcome not in ("skipped", "xfailed")
     ]

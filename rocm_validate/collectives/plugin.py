@@ -1,0 +1,166 @@
+"""pytest side of the collectives suite: its options, the world it runs on, and the fixtures its
+tests use. Imports no torch at module level (the launcher does, when a world starts).
+
+Why the busbw and P2P metrics are recorded through the `perf` fixture from the suite's test
+files (suites/collectives), not gated here: the perf suite owns the baseline store, the gate and
+`--update-baselines`, and a suite package never imports another; a fixture is their public
+interface, so collectives metrics are gated, stored and updated exactly like every perf metric
+(same device-key file, same band, same refusal of regressions). The band that decides a
+bandwidth dip or a slow pair comes from the same gate through the `pytest_rocm_noise_band` hook.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable
+
+import pytest
+
+from rocm_validate.collectives.busbw import size_label
+from rocm_validate.collectives.outcome import PairOutcome, StepOutcome, WorldOutcome
+from rocm_validate.collectives.plan import (
+    DEFAULT_CPU_RANKS,
+    Plan,
+    WorldSpec,
+    cpu_world,
+    gpu_world,
+    plan_for,
+    world_skip_reason,
+)
+from rocm_validate.core import options
+from rocm_validate.core.node import NodeFacts, gpu_ref, outer_visibility
+from rocm_validate.core.oom import free_device_memory
+from rocm_validate.core.session import RunState, run_state
+from rocm_validate.errors import UsageError
+from rocm_validate.results.plots import BYTES_KEY, COLLECTIVE_KEY
+
+if TYPE_CHECKING:
+    from rocm_validate.platform.devices import DeviceInfo
+
+MAX_CPU_RANKS = 16
+
+
+@dataclass(frozen=True)
+class CollectiveSettings:
+    cpu_ranks: int = DEFAULT_CPU_RANKS
+    timeout_s: float | None = None  # None: the plan's default for the device
+
+
+SETTINGS_KEY = pytest.StashKey[CollectiveSettings]()
+
+
+def parse_ranks(value: str, source: str = options.CPU_RANKS.flag) -> int:
+    """'2' -> 2: a whole number of gloo ranks, 2 to 16 (a group needs two)."""
+    if not value.strip().isdigit() or not 2 <= int(value) <= MAX_CPU_RANKS:
+        raise UsageError(f"{source}={value!r}: expected a whole number of ranks from 2 to {MAX_CPU_RANKS}, e.g. {options.CPU_RANKS.flag}=2")
+    return int(value)
+
+
+def parse_timeout(value: str, source: str = options.COLLECTIVE_TIMEOUT.flag) -> float:
+    """'30' -> 30.0 seconds, more than 0."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0:
+        raise UsageError(f"{source}={value!r}: expected a number of seconds above 0, e.g. {options.COLLECTIVE_TIMEOUT.flag}=60")
+    return seconds
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SETTINGS_KEY] = CollectiveSettings(
+        cpu_ranks=options.parse_or_default(config, options.CPU_RANKS, parse_ranks, DEFAULT_CPU_RANKS),
+        timeout_s=options.parse_or_default(config, options.COLLECTIVE_TIMEOUT, parse_timeout, None),
+    )
+
+
+def world_for(state: RunState, settings: CollectiveSettings) -> tuple[WorldSpec | None, str | None]:
+    """The world this run's devices make (one rank per selected GPU, or gloo ranks on the CPU),
+    or the reason they make none."""
+    devices: list[DeviceInfo] = state.node_devices()
+    gpus = [d for d in devices if d.is_gpu and d.index is not None]
+    if not gpus:
+        return cpu_world(settings.cpu_ranks), None
+    pairs = [(d.index, gpu_ref(d).label) for d in gpus if d.index is not None]
+    reason = world_skip_reason([label for _, label in pairs], cpu=False)
+    if reason:
+        return None, reason
+    facts = state.node or NodeFacts(tuple(gpus), outer_visibility(os.environ))
+    return gpu_world(pairs, facts.pinning(tuple(index for index, _ in pairs)).env()), None
+
+
+@dataclass(frozen=True)
+class CollectiveRun:
+    """A finished collectives run, as the suite's tests read it."""
+
+    plan: Plan
+    world: WorldSpec
+    outcome: WorldOutcome
+
+    def require_complete(self, op: str) -> None:
+        """Fail naming the rank that died or hung when `op` was not measured everywhere."""
+        __tracebackhide__ = True
+        problem = self.outcome.incomplete(op, len(self.plan.sizes))
+        if problem:
+            pytest.fail(problem, pytrace=False)
+
+    def metric_name(self, step: StepOutcome) -> str:
+        """'collective.all_reduce.8ranks.256mib'."""
+        return f"collective.{step.op}.{self.world.size}ranks.{size_label(step.nbytes).lower()}"
+
+    def pair_name(self, pair: PairOutcome) -> str:
+        """'p2p.gpu2-gpu5.256mib'."""
+        return f"p2p.{self.world.name(pair.src)}-{self.world.name(pair.dst)}.{size_label(pair.nbytes).lower()}"
+
+    def pair_subject(self, pair: PairOutcome) -> str:
+        """'GPU 2 -> GPU 5' (or 'rank 0 -> rank 1' on the CPU), as a slow pair is named."""
+        return f"{self.world.subjects[pair.src]} -> {self.world.subjects[pair.dst]}"
+
+    def step_extra(self, step: StepOutcome) -> dict[str, Any]:
+        """What a busbw metric carries besides its value (the plots read op and size)."""
+        return {COLLECTIVE_KEY: step.op, BYTES_KEY: step.nbytes, "world": step.world, "backend": self.world.backend,
+                "algbw_gbps": step.algbw, "seconds": list(step.seconds)}
+
+
+@pytest.fixture(scope="session")
+def collective_world(pytestconfig: pytest.Config) -> WorldSpec:
+    """The ranks this run's devices make; skips (need vs found) when they make no group."""
+    world, reason = world_for(run_state(pytestconfig), pytestconfig.stash[SETTINGS_KEY])
+    if world is None:
+        pytest.skip(reason)
+    return world
+
+
+@pytest.fixture(scope="session")
+def collective_plan(pytestconfig: pytest.Config, collective_world: WorldSpec) -> Plan:
+    """What the world runs: the GPU or CPU plan, with --rocm-collective-timeout."""
+    timeout_s = pytestconfig.stash[SETTINGS_KEY].timeout_s
+    base = plan_for(collective_world.backend, collective_world.size)
+    return base if timeout_s is None else replace(base, timeout_s=timeout_s)
+
+
+@pytest.fixture(scope="session")
+def collectives(collective_world: WorldSpec, collective_plan: Plan, tmp_path_factory: pytest.TempPathFactory) -> CollectiveRun:
+    """One collectives run over this run's devices, shared by the suite's tests (started on first use)."""
+    from rocm_validate.collectives.launch import launch
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # a pinned worker: give rank 0 its GPU's cached memory
+        free_device_memory()
+    outcome = launch(collective_plan, collective_world, os.environ, tmp_path_factory.mktemp("collectives"))
+    return CollectiveRun(collective_plan, collective_world, outcome)
+
+
+@pytest.fixture
+def noise_band(pytestconfig: pytest.Config, rocm_device: DeviceInfo) -> Callable[[str, tuple[float | None, ...]], Any]:
+    """band(metric name, (spread, spread)) -> (allowed fraction, how) from the perf gate's rule
+    for that metric on this device (None: informational, not compared)."""
+
+    def band(name: str, dispersions: tuple[float | None, ...]) -> Any:
+        return pytestconfig.hook.pytest_rocm_noise_band(
+            config=pytestconfig, name=name, backend=rocm_device.backend, dispersions=dispersions
+        )
+
+    return band

@@ -1,0 +1,270 @@
+"""The program each rank of a collectives world runs: `python -m rocm_validate.collectives`.
+
+It reads its place in the world from the environment torchrun sets (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and joins with torch's own env:// rendezvous, so the same
+program runs under this project's launcher (one host, from pytest) and under
+`torchrun --nnodes N --nproc-per-node G` across nodes. Every collective of the plan is called
+once and its result checked exactly on this rank, then timed; then every pair of ranks copies
+one buffer peer to peer, one pair at a time.
+
+Each rank publishes its progress (the step it is entering) and finally its result as JSON in
+the world's TCPStore (torch's own key-value store: no pickle), under a prefix unique to the run.
+This project's launcher reads them there to name a rank that hangs or dies (every rank exits 0
+once its result is published). With --out (the torchrun way), every rank reads them all and
+exits with the world's verdict, and rank 0 writes the report with every rank's failures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from datetime import timedelta
+from typing import Any, Callable, Mapping
+
+import torch
+import torch.distributed as dist
+
+from rocm_validate.collectives import payloads
+from rocm_validate.collectives.busbw import size_label
+from rocm_validate.collectives.outcome import REPORT_SCHEMA, summarize
+from rocm_validate.collectives.plan import Plan, parser, plan_from_arguments
+
+RUN_ID_VARIABLE = "ROCM_VALIDATE_RUN_ID"  # set by the launcher; torchrun's TORCHELASTIC_RUN_ID otherwise
+EXIT_USAGE = 2
+_HANG_S = 24 * 3600
+
+
+def store_prefix(env: Mapping[str, str]) -> str:
+    """Keys of one run (and one torchrun restart) in the shared store."""
+    run = env.get(RUN_ID_VARIABLE) or env.get("TORCHELASTIC_RUN_ID") or "local"
+    return f"rocm_validate/collectives/{run}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+
+
+def progress_key(prefix: str, rank: int) -> str:
+    return f"{prefix}progress/{rank}"
+
+
+def result_key(prefix: str, rank: int) -> str:
+    return f"{prefix}result/{rank}"
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:400]}"
+
+
+class Rank:
+    """One rank's run of a plan: its place in the world, its device, and its reporting channel."""
+
+    def __init__(self, plan: Plan, rank: int, world: int, device: torch.device, store: Any, prefix: str) -> None:
+        self.plan, self.rank, self.world, self.device = plan, rank, world, device
+        self.store, self.prefix = store, prefix
+        self.at: str | None = None
+        self.sync: Callable[[], None] = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    def enter(self, label: str) -> None:
+        """Publish the step this rank is entering, so a launcher can name a rank that stops."""
+        self.at = label
+        self.store.set(progress_key(self.prefix, self.rank), label)
+
+    def barrier(self) -> None:
+        if self.device.type == "cuda":
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+
+    def planted(self, step: str, when: str) -> bool:
+        """Act out a negative-control fault planted for this rank at `step`; True when the result
+        must be corrupted ('after'), after hanging or exiting for the others ('before')."""
+        fault = self.plan.fault(step, self.rank)
+        if fault is None:
+            return False
+        if when == "before" and fault.kind == "exit":
+            sys.stdout.flush()
+            os._exit(17)
+        if when == "before" and fault.kind == "hang":
+            time.sleep(_HANG_S)
+        return when == "after" and fault.kind == "corrupt"
+
+    def timed(self, run: Callable[[], Any]) -> list[float]:
+        """Seconds per call in each timed round, after the warmup calls."""
+        for _ in range(self.plan.warmup):
+            run()
+        self.sync()
+        rounds = []
+        for _ in range(self.plan.rounds):
+            start = time.perf_counter()
+            for _ in range(self.plan.iters):
+                run()
+            self.sync()
+            rounds.append((time.perf_counter() - start) / self.plan.iters)
+        return rounds
+
+    def step(self, op: str, nbytes: int) -> dict[str, Any]:
+        """One collective at one size: called once and checked bit for bit, then timed on zeros."""
+        count = payloads.element_count(nbytes, self.world)
+        self.enter(f"{op} {size_label(count * payloads.ELEMENT_BYTES)}")
+        send, recv = payloads.buffers(op, self.rank, self.world, count, self.device)
+        self.planted(op, "before")
+        payloads.call(op, send, recv)
+        self.sync()
+        if self.planted(op, "after"):
+            recv.view(-1)[::7] += 1
+        problem = payloads.mismatch(recv, payloads.expected(op, self.rank, self.world, count, self.device))
+        send.zero_()
+        recv.zero_()
+        self.barrier()
+        seconds = self.timed(lambda: payloads.call(op, send, recv))
+        return {"op": op, "bytes": count * payloads.ELEMENT_BYTES, "mismatch": problem, "seconds": seconds}
+
+    def copy(self, src: int, dst: int) -> dict[str, Any] | None:
+        """One peer-to-peer copy src -> dst, checked on dst; the other ranks only wait their turn."""
+        self.barrier()
+        if self.rank not in (src, dst):
+            return None
+        count = max(1, self.plan.p2p_bytes // payloads.ELEMENT_BYTES)
+        self.enter(f"p2p {src}->{dst} {size_label(count * payloads.ELEMENT_BYTES)}")
+        if self.rank == src:
+            buffer = payloads.pattern(src, count, self.device)
+            run: Callable[[], Any] = lambda: dist.send(buffer, dst)  # noqa: E731
+        else:
+            buffer = torch.empty(count, device=self.device)
+            run = lambda: dist.recv(buffer, src)  # noqa: E731
+        self.planted("p2p", "before")
+        run()
+        self.sync()
+        problem = None
+        if self.rank == dst:
+            if self.planted("p2p", "after"):
+                buffer[::7] += 1
+            problem = payloads.mismatch(buffer, payloads.pattern(src, count, self.device))
+        seconds = self.timed(run)
+        return {"src": src, "dst": dst, "bytes": count * payloads.ELEMENT_BYTES, "mismatch": problem, "seconds": seconds}
+
+    def run(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """The whole plan; an exception (a peer that timed out or went away) stops this rank's run
+        and is recorded with the step it happened in."""
+        result: dict[str, Any] = {**facts, "steps": [], "p2p": [], "error": None, "at": None}
+        try:
+            for op in self.plan.ops:
+                for nbytes in self.plan.sizes:
+                    result["steps"].append(self.step(op, nbytes))
+            if self.plan.p2p_bytes and self.world > 1:
+                for src in range(self.world):
+                    for dst in range(src + 1, self.world):
+                        copied = self.copy(src, dst)
+                        if copied is not None:
+                            result["p2p"].append(copied)
+            self.enter("done")
+        except Exception as exc:  # noqa: BLE001 - whatever stopped the rank is its result
+            result["error"], result["at"] = one_line(exc), self.at
+        return result
+
+
+def _world_from_env(env: Mapping[str, str]) -> tuple[int, int, int, str, int]:
+    missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
+    if missing:
+        raise ValueError(
+            f"{', '.join(missing)} not set: start the ranks with torchrun (torchrun --nproc-per-node N -m "
+            f"rocm_validate.collectives) or from pytest (pytest --rocm-suite=collectives)"
+        )
+    rank = int(env["RANK"])
+    return rank, int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", rank)), env["MASTER_ADDR"], int(env["MASTER_PORT"])
+
+
+def _device(backend: str, local_rank: int) -> torch.device:
+    if backend == "gloo":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError("--backend nccl needs a GPU, and torch sees none (torch.cuda.is_available() is False)")
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise ValueError(f"local rank {local_rank} needs GPU {local_rank}, but this process sees {count}")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def gather(store: Any, prefix: str, world: int, timeout_s: float) -> tuple[list[dict[str, Any] | None], dict[int, str]]:
+    """Every rank's published result (rank 0, for its report); a rank with none by the deadline
+    is None, with a note naming the step it was last seen in."""
+    deadline = time.monotonic() + timeout_s
+    results: list[dict[str, Any] | None] = []
+    notes = {}
+    for rank in range(world):
+        try:
+            store.wait([result_key(prefix, rank)], timedelta(seconds=max(0.1, deadline - time.monotonic())))
+            results.append(json.loads(store.get(result_key(prefix, rank))))
+        except Exception:  # noqa: BLE001 - a store timeout: the rank never reported
+            results.append(None)
+            seen = store.get(progress_key(prefix, rank)).decode() if store.check([progress_key(prefix, rank)]) else None
+            notes[rank] = f"no result within {timeout_s:g} s" + (f"; last seen entering {seen}" if seen else "; never started")
+    return results, notes
+
+
+def _rank_label(result: Mapping[str, Any] | None, rank: int) -> str:
+    if not result:
+        return f"rank {rank}"
+    where = ", ".join(str(v) for v in (result.get("host"), result.get("device"), result.get("uuid")) if v)
+    return f"rank {rank} ({where})"
+
+
+def verdict(out: str, rank: int, store: Any, prefix: str, world: int, backend: str, timeout_s: float) -> int:
+    """With --out (torchrun): every rank reads every rank's results and exits with the world's
+    verdict, 0 or 1, so torchrun fails (or passes) the job on every node alike instead of leaving
+    the nodes whose ranks passed waiting at its exit barrier; rank 0 writes the report and prints
+    the table."""
+    from pathlib import Path
+
+    from rocm_validate.results import jsonfile
+
+    results, notes = gather(store, prefix, world, timeout_s)
+    outcome = summarize(results, [_rank_label(r, i) for i, r in enumerate(results)], backend, notes)
+    if rank == 0:
+        jsonfile.write_json(Path(out), outcome.to_dict(), REPORT_SCHEMA)
+        print("\n".join(outcome.table()))
+        print(f"rocm-validate collectives: {'passed' if outcome.passed else 'FAILED'}; wrote {out}")
+    return 0 if outcome.passed else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    env = os.environ
+    try:
+        rank, world, local_rank, address, port = _world_from_env(env)
+        backend = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
+        plan = plan_from_arguments(args, backend == "nccl")
+        device = _device(backend, local_rank)
+    except ValueError as exc:
+        print(f"rocm-validate collectives: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
+                                timeout=timedelta(seconds=plan.timeout_s))
+        store = dist.TCPStore(address, port, is_master=False, timeout=timedelta(seconds=plan.timeout_s))
+    except Exception as exc:  # noqa: BLE001 - any rendezvous failure is reported the same way
+        print(
+            f"rocm-validate collectives: rank {rank} of {world} could not join the rendezvous at {address}:{port} within "
+            f"{plan.timeout_s:g} s ({one_line(exc)}). Check MASTER_ADDR / MASTER_PORT (torchrun: --rdzv-endpoint), "
+            f"that the port is open between the nodes, and that all {world} ranks were started",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    prefix = store_prefix(env)
+    facts = {"rank": rank, "world": world, "local_rank": local_rank, "host": socket.gethostname(),
+             "device": str(device), "backend": backend}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        facts["device_name"] = str(props.name)
+        if getattr(props, "uuid", None) is not None:
+            facts["uuid"] = str(props.uuid)
+    result = Rank(plan, rank, world, device, store, prefix).run(facts)
+    store.set(result_key(prefix, rank), json.dumps(result))
+    code = verdict(args.out, rank, store, prefix, world, backend, plan.timeout_s) if args.out else 0
+    sys.stdout.flush()
+    if result["error"]:
+        os._exit(code)  # a broken group can hang in teardown; this rank's result is already published
+    dist.destroy_process_group()
+    return code

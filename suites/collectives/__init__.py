@@ -1,0 +1,1 @@
+"""Collectives: torch.distributed over the selected devices, data checked bit for bit, bus bandwidth gated."""

@@ -1,0 +1,79 @@
+"""Every collective over one process group of the selected devices (RCCL / NCCL on GPUs, gloo
+ranks on the CPU): the result on every rank exactly as expected, bus bandwidth per message size
+against this device's baseline (the perf gate), no drop in bandwidth as messages grow, and a
+peer-to-peer copy between every pair of devices with the slow pair named.
+
+The world runs once (the `collectives` fixture) and each test reads its part of the outcome; a
+rank that died or hung fails every test that needed it, naming it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rocm_validate.collectives.busbw import (
+    COLLECTIVES,
+    DIP_FLOOR,
+    BandwidthPoint,
+    find_dips,
+)
+from rocm_validate.results.peers import PeerSample, compare
+
+
+@pytest.mark.parametrize("op", COLLECTIVES)
+def test_every_rank_holds_exactly_the_expected_result(collectives, op) -> None:
+    collectives.require_complete(op)
+    failures = collectives.outcome.data_failures(op)
+    assert not failures, f"{op} gave the wrong result:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("op", COLLECTIVES)
+def test_bus_bandwidth_holds_its_baseline(collectives, op, perf) -> None:
+    collectives.require_complete(op)
+    for step in collectives.outcome.steps_of(op):
+        perf.record(collectives.metric_name(step), step.busbw, "GB/s", "higher", dispersion=step.dispersion,
+                    samples=len(step.seconds), extra=collectives.step_extra(step))
+
+
+@pytest.mark.parametrize("op", COLLECTIVES)
+def test_bus_bandwidth_does_not_drop_as_messages_grow(collectives, op, noise_band) -> None:
+    """cvs's rule (no drop of more than 5% to the next size), widened where the rounds' own noise
+    says a larger drop is noise, by the perf gate's band for that metric."""
+    collectives.require_complete(op)
+    steps = {step.nbytes: step for step in collectives.outcome.steps_of(op)}
+
+    def allowed(smaller: BandwidthPoint, larger: BandwidthPoint) -> tuple[float, str]:
+        band = noise_band(collectives.metric_name(steps[larger.nbytes]), (smaller.dispersion, larger.dispersion))
+        if band is None or band[0] <= DIP_FLOOR:
+            return DIP_FLOOR, "cvs's 5% rule"
+        return band[0], f"the noise band {band[1]}"
+
+    dips = find_dips([BandwidthPoint(s.nbytes, s.busbw or 0.0, s.dispersion) for s in steps.values()], allowed)
+    assert not dips, "\n".join(dip.message(op) for dip in dips)
+
+
+def test_every_pair_copies_exact_data(collectives) -> None:
+    world = collectives.world.size
+    expected = world * (world - 1) // 2
+    pairs = collectives.outcome.pairs
+    problems = list(collectives.outcome.problems) if len(pairs) < expected else []
+    problems += [f"{collectives.pair_subject(p)}: no result from one side" for p in pairs if p.missing]
+    problems += [f"{collectives.pair_subject(p)}: {p.mismatch}" for p in pairs if p.mismatch]
+    assert not problems, f"peer-to-peer copies ({len(pairs)} of {expected} pairs):\n" + "\n".join(problems)
+
+
+def test_peer_to_peer_bandwidth_of_every_pair(collectives, perf, noise_band) -> None:
+    """Each pair against its baseline, and against the median of the other pairs: the slow pair
+    is named even with no baseline."""
+    measured = [p for p in collectives.outcome.pairs if p.bandwidth is not None and not p.missing]
+    if not measured:
+        pytest.fail("no peer-to-peer copy was measured: " + "; ".join(collectives.outcome.problems), pytrace=False)
+    samples = []
+    for pair in measured:
+        perf.record(collectives.pair_name(pair), pair.bandwidth, "GB/s", "higher", dispersion=pair.dispersion,
+                    samples=len(pair.seconds), extra={"src": pair.src, "dst": pair.dst, "bytes": pair.nbytes})
+        samples.append(PeerSample(collectives.pair_subject(pair), pair.bandwidth, pair.dispersion))
+    name = collectives.pair_name(measured[0])
+    slow = [f for f in compare("p2p copy bandwidth", "GB/s", "higher", samples, lambda a, b: noise_band(name, (a, b)))
+            if f.flagged]
+    assert not slow, "\n".join(f.message for f in slow)
