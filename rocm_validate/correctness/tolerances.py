@@ -105,6 +105,10 @@ _PT_FLASH_ROCM = _PT_FLASH + " (ROCm AOTriton branch)"
 _PT_FLASH_CK = _PT_FLASH + " (ROCm CK branch)"
 _PT_MEM_EFF = "PyTorch test_transformers.py test_mem_efficient_attention(_attn_mask)_vs_math_ref_grads"
 _PT_CUDNN = "PyTorch flash factors; its cuDNN/fused cudagraph test passes with 3/110/8/3"
+_H100_NORMS = (
+    "; k_norm measured on the H100 (torch 2.11, standard normal inputs, every case of the suite and its fuzz test): "
+    "error-norm ratios at most out 1.35, grad_q 5.0, grad_k 4.7, grad_v 1.46, SQNR at least 42.6 dB"
+)
 _CPU_MEASURED = (
     "measured on x86 CPU, torch 2.13, fp32, standard normal inputs, worst of the suite's cases (out/q/k/v): "
     "element ratios 1.7/3.4/4.2/8.6, error-norm ratios 1.1/3.1/3.1/14.2 (grad_v of the x8 inputs)"
@@ -138,21 +142,28 @@ _AUTOCAST_GRAD = _AUTOCAST + "; fused attention's grad_q alone may reach 180x th
 _EXACT = "exact by construction: representable inputs, no rounding anywhere"
 _GRAPHS = "graph replay runs the captured kernels on the same data: bitwise, as PyTorch and TE assert"
 _APEX_LAMB = "apex test_fused_lamb: FusedLAMB vs a Python reference LAMB"
-_RECIPE_PENDING = "; provisional: awaits the H100 measurement (benchmarks/fp8_recipes.py)"
+_RECIPE_H100 = "; H100 (torch 2.11, torchao 0.17), Llama-3.1-8B blocks 2x1024 tokens: "
 _TORCHAO_FFN = (
-    "torchao test_numerics_integration (Llama-3-70B FFN): output SQNR > 20 dB vs bf16" + _RECIPE_PENDING
+    "torchao test_numerics_integration (Llama-3-70B FFN): output SQNR > 20 dB vs bf16" + _RECIPE_H100
+    + "22.97-23.63 dB across the four recipes, eager and compiled"
 )
 _TORCHAO_GRADS = (
     "torchao Float8Linear tests: weight grad >= 17 dB (their FFN test's 20 dB uses an all-ones upstream gradient, "
-    "exact in E5M2; with a random one, E5M2 gradients measured 20.2-22 dB on the CPU, tiny Llama)" + _RECIPE_PENDING
+    "exact in E5M2; with a random one, E5M2 gradients measured 20.2-22 dB on the CPU, tiny Llama)" + _RECIPE_H100
+    + "grad_input 18.7-20.7 dB (decoder), 20.6+ (FFN); FFN weight grads 20.4-25.3 dB"
+)
+_DECODER_WEIGHT_GRADS = (
+    "measured" + _RECIPE_H100 + "decoder weight grads 16.1-23.6 dB; tensor-wise scaling (torchao-tensorwise, "
+    "project-delayed) puts the attention projections and the input RMSNorm weight at 16.1-16.7 dB, below torchao's "
+    "17 dB (an FFN-only figure); 14.5 dB keeps 1.6 dB of margin, a 2x-scaled or zeroed gradient is near 0 dB"
 )
 _RECIPE_TILE = (
-    "worst 128x128 tile: a zeroed or 2x-scaled tile has SQNR <= 6 dB; healthy tiles measured within 1.5 dB of their "
-    "tensor's SQNR on the CPU, tiny Llama" + _RECIPE_PENDING
+    "worst 128x128 tile: a zeroed or 2x-scaled tile has SQNR <= 6 dB; healthy worst tiles measured 14.3 dB (decoder, "
+    "RMSNorm weight grad, tensor-wise) and 20.2 dB (FFN)" + _RECIPE_H100.rstrip(": ")
 )
 _RECIPE_LOSS = (
     "6 AdamW steps (lr 1e-3) vs float64: every FP8 recipe measured within 0.4% of the first loss on the CPU, tiny "
-    "Llama" + _RECIPE_PENDING
+    "Llama; the H100 loss curves sit at 44.6-46.7 dB SQNR against float64"
 )
 
 
@@ -176,10 +187,10 @@ EXACT = Tolerance(k=0, source=_EXACT)
 
 RULES: tuple[Rule, ...] = (
     # --- scaled_dot_product_attention, per backend: k over the math backend in the test dtype ---
-    Rule("sdpa.flash.out", _t(4, source=_PT_FLASH, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8)),
-    Rule("sdpa.flash.grad_q", _t(180, source=_PT_FLASH, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
-    Rule("sdpa.flash.grad_k", _t(16, source=_PT_FLASH, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
-    Rule("sdpa.flash.grad_v", _t(4, source=_PT_FLASH, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
+    Rule("sdpa.flash.out", _t(4, source=_PT_FLASH + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
+    Rule("sdpa.flash.grad_q", _t(180, source=_PT_FLASH + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
+    Rule("sdpa.flash.grad_k", _t(16, source=_PT_FLASH + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
+    Rule("sdpa.flash.grad_v", _t(4, source=_PT_FLASH + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
     Rule("sdpa.flash.out", _t(6, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8), backend="rocm"),
     Rule("sdpa.flash.grad_q", _t(360, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
     Rule("sdpa.flash.grad_k", _t(45, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
@@ -196,10 +207,10 @@ RULES: tuple[Rule, ...] = (
     Rule("sdpa.flash.grad_q", _t(32, source=_CPU_MEASURED, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16), backend="cpu"),
     Rule("sdpa.flash.grad_k", _t(32, source=_CPU_MEASURED, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8), backend="cpu"),
     Rule("sdpa.flash.grad_v", _t(16, source=_CPU_MEASURED, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="cpu"),
-    Rule("sdpa.mem_efficient.out", _t(4, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8)),
-    Rule("sdpa.mem_efficient.grad_q", _t(160, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
-    Rule("sdpa.mem_efficient.grad_k", _t(25, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
-    Rule("sdpa.mem_efficient.grad_v", _t(8.5, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
+    Rule("sdpa.mem_efficient.out", _t(4, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
+    Rule("sdpa.mem_efficient.grad_q", _t(160, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
+    Rule("sdpa.mem_efficient.grad_k", _t(25, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
+    Rule("sdpa.mem_efficient.grad_v", _t(8.5, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
     Rule("sdpa.mem_efficient.out", _t(6, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8), backend="rocm"),
     Rule("sdpa.mem_efficient.grad_q", _t(360, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
     Rule("sdpa.mem_efficient.grad_k", _t(45, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
@@ -207,10 +218,10 @@ RULES: tuple[Rule, ...] = (
     Rule("sdpa.mem_efficient.grad_k", _t(160, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", min_seq_k=2048),
     Rule("sdpa.mem_efficient.grad_q", _t(670, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", min_seq_k=2048),
     Rule("sdpa.mem_efficient.grad_v", _t(16, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", arch="gfx95"),
-    Rule("sdpa.cudnn.out", _t(4, source=_PT_CUDNN, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8)),
-    Rule("sdpa.cudnn.grad_q", _t(180, source=_PT_CUDNN, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
-    Rule("sdpa.cudnn.grad_k", _t(16, source=_PT_CUDNN, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
-    Rule("sdpa.cudnn.grad_v", _t(4, source=_PT_CUDNN, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32)),
+    Rule("sdpa.cudnn.out", _t(4, source=_PT_CUDNN + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
+    Rule("sdpa.cudnn.grad_q", _t(180, source=_PT_CUDNN + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
+    Rule("sdpa.cudnn.grad_k", _t(16, source=_PT_CUDNN + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
+    Rule("sdpa.cudnn.grad_v", _t(4, source=_PT_CUDNN + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
     # --- dense GEMM (F.linear through the BLAS library); reference = the golden correctly rounded ---
     Rule("gemm.bfloat16", _t(8, atol=0.0, source=_GEMM_LOW, max_bias=GEMM_MAX_BIAS, k_norm=4)),
     Rule("gemm.float16", _t(8, atol=0.0, source=_GEMM_LOW, max_bias=GEMM_MAX_BIAS, k_norm=4)),
@@ -249,7 +260,8 @@ RULES: tuple[Rule, ...] = (
         for part, tolerance in (
             ("out", _t(None, atol=0.0, min_sqnr_db=20.0, source=_TORCHAO_FFN)),
             ("grad_input", _t(None, atol=0.0, min_sqnr_db=17.0, source=_TORCHAO_GRADS)),
-            ("grad_weight", _t(None, atol=0.0, min_sqnr_db=17.0, source=_TORCHAO_GRADS)),
+            ("grad_weight", _t(None, atol=0.0, min_sqnr_db=17.0 if block == "ffn" else 14.5,
+                               source=_TORCHAO_GRADS if block == "ffn" else _DECODER_WEIGHT_GRADS)),
             ("tile", _t(None, atol=0.0, min_sqnr_db=12.0, source=_RECIPE_TILE)),
             ("loss", _t(0, atol=0.0, rtol=0.02, source=_RECIPE_LOSS)),
         )
