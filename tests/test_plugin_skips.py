@@ -47,6 +47,17 @@ def test_the_run_ends_with_a_line_per_suite_counting_skips_as_not_validated(suit
     assert "needs flash SDPA to accept the case, found it refuses: no kernel" in result.stdout.str()
 
 
+def test_a_not_validated_reason_reads_without_its_exception_name_in_summary_and_report(suite_project):
+    result = suite_project.runpytest("--rocm-suite=correctness", "--rocm-device=cpu", "--rocm-report=report.json")
+    result.stdout.fnmatch_lines(["  1 skipped: needs flash SDPA to accept the case, found it refuses: no kernel"])
+    assert "NotValidated:" not in result.stdout.str()
+    import json
+
+    report = json.loads((suite_project.path / "report.json").read_text())
+    refused = next(t for t in report["tests"] if t["nodeid"].endswith("test_refused_by_a_backend"))
+    assert refused["message"] == "needs flash SDPA to accept the case, found it refuses: no kernel"
+
+
 def test_the_commonest_skip_reasons_come_first_with_their_counts(suite_project):
     (suite_project.path / "suites" / "correctness" / "test_more.py").write_text(
         "import pytest\n\n@pytest.mark.parametrize('i', range(3))\ndef test_x(i):\n    pytest.skip('needs gfx942, found sm_90')\n"

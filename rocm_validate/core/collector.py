@@ -5,6 +5,7 @@ JUnit properties, and the JSON report (--rocm-report)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 import time
@@ -44,7 +45,7 @@ def _outcome(report: pytest.TestReport) -> str:
 
 def _message(report: pytest.TestReport) -> str:
     if report.skipped and isinstance(report.longrepr, tuple):
-        return str(report.longrepr[2])
+        return re.sub(r"^[\w.]*NotValidated: ", "", str(report.longrepr[2]))
     if report.failed:
         return report.longreprtext[-4000:]
     return ""

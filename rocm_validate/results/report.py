@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import sys
 from collections import Counter
@@ -342,9 +343,13 @@ def build_report(
     }
 
 
+_SKIP_PREFIX = re.compile(r"^(Skipped: |[\w.]*NotValidated: )")
+
+
 def _skip_reason(message: str) -> str:
-    """'Skipped: needs a GPU, found cpu (Xeon)' -> 'needs a GPU, found cpu (Xeon)'."""
-    return message.removeprefix("Skipped: ").strip()
+    """'Skipped: needs a GPU, found cpu (Xeon)' -> 'needs a GPU, found cpu (Xeon)'; a not-validated
+    skip's exception name goes too."""
+    return _SKIP_PREFIX.sub("", message).strip()
 
 
 def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str]:
