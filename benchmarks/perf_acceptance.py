@@ -216,8 +216,8 @@ def fold_reports(reports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return entries
 
 
-def _judge_report(report: dict[str, Any], entries: dict[str, Any], scale: float) -> dict[str, dict[str, Any]]:
-    return rejudge({**report, "metrics": [updated_clock_noise(m) for m in report["metrics"]]}, entries, scale)
+def _judge_report(report: dict[str, Any], entries: dict[str, Any], scale: float, old_gate: bool = False) -> dict[str, dict[str, Any]]:
+    return rejudge({**report, "metrics": [updated_clock_noise(m) for m in report["metrics"]]}, entries, scale, old_gate)
 
 
 def _step_crossval(directory: Path, reports: list[Path]) -> bool:
@@ -227,7 +227,9 @@ def _step_crossval(directory: Path, reports: list[Path]) -> bool:
         others = [r for i, r in enumerate(loaded) if i != index]
         entries = fold_reports(others)
         for scale in (1.0, *DETECTION_SCALES):
-            results[f"crossval/{path.stem}/x{scale:g}/now"] = _judge_report(loaded[index], entries, scale)
+            for old_gate in (False, True):
+                key = f"crossval/{path.stem}/x{scale:g}/{'before' if old_gate else 'now'}"
+                results[key] = _judge_report(loaded[index], entries, scale, old_gate)
     jsonfile.write_json(directory / "crossval.json", {"steps": results}, SUMMARY_SCHEMA)
     return _judge_detection(results)
 
@@ -263,8 +265,10 @@ def _step_summary(directory: Path, out: Path) -> bool:
                 for m in report["metrics"]
             },
         }
-    detection_file = directory / "detection.json"
-    detected = json.loads(detection_file.read_text())["steps"] if detection_file.exists() else {}
+    detected: dict[str, Any] = {}
+    for name in ("detection.json", "crossval.json"):
+        if (directory / name).exists():
+            detected.update(json.loads((directory / name).read_text())["steps"])
     device = next((json.loads(p.read_text())["device"] for p in sorted(directory.glob("aa*.json"))), None)
     jsonfile.write_json(out, {"device": device, "steps": steps, "detection": detected}, SUMMARY_SCHEMA)
     print(f"summary: {len(steps)} runs and {len(detected)} detection judgements written to {out}")

@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 compare(f"gemm.{dtype}.{m}x{n}x{k}", gemm_flops(m, n, k), 1e12,
                         lambda: kernel(*rotation.next()), lambda: kernel(*first), gemm_plan)
             )
-            del rotation, first
+            rotation = first = None  # free this shape's operands before the next one
             torch.cuda.empty_cache()
     source = torch.empty(COPY_BYTES, dtype=torch.uint8, device=target).random_(0, 256)
     copy_target = torch.empty_like(source)
