@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from rocm_validate.perf import gate
-from rocm_validate.perf.baselines import BaselineEntry, decide_update
-from rocm_validate.perf.stats import IQR_PER_SD
+from rocm_validate.perf.baselines import BaselineEntry, decide_update, stored_clock
+from rocm_validate.perf.stats import per_clock_noise_estimate
 from rocm_validate.results import jsonfile
 from rocm_validate.results.metrics import Metric
 
@@ -179,9 +179,8 @@ def updated_clock_noise(data: dict[str, Any]) -> dict[str, Any]:
     if not clock or not clock.get("readings") or data.get("dispersion") is None:
         return data
     sd = clock.get("sd_mhz", (clock["max_mhz"] - clock["min_mhz"]) / 4)
-    alternative = math.hypot(data["dispersion"], IQR_PER_SD * sd / clock["mean_mhz"] / math.sqrt(clock["readings"]))
-    block = clock.get("per_clock_dispersion")
-    clock = {**clock, "per_clock_dispersion": alternative if block is None else min(block, alternative)}
+    mean_error = sd / clock["mean_mhz"] / math.sqrt(clock["readings"])
+    clock = {**clock, "per_clock_dispersion": per_clock_noise_estimate(data["dispersion"], mean_error, clock.get("per_clock_dispersion"))}
     return {**data, "extra": {**data["extra"], "clock": clock}}
 
 
@@ -208,7 +207,7 @@ def fold_reports(reports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             entry = BaselineEntry(
                 data["value"], data["unit"], data["better"], data.get("dispersion"), data.get("samples"),
                 _provenance(report["device"], report["created"]),
-                {k: clock.get(k) for k in ("mean_mhz", "capped_share", "per_clock_dispersion")} if clock.get("mean_mhz") else None,
+                stored_clock(clock),
             )
             decision = decide_update(entries.get(data["name"]), entry, gate.threshold_for(data["name"], backend))
             if decision.action == "write" and decision.entry is not None:

@@ -102,6 +102,24 @@ def _significant(value: float | None, digits: int) -> float | None:
     return round(value, digits - 1 - math.floor(math.log10(abs(value))))
 
 
+STORED_CLOCK_KEYS = ("mean_mhz", "capped_share", "per_clock_dispersion")
+
+
+def stored_clock(window_clock: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What an entry keeps of a metric's window clock (`extra.clock`), or None without one."""
+    if not window_clock or not window_clock.get("mean_mhz"):
+        return None
+    return {key: window_clock.get(key) for key in STORED_CLOCK_KEYS}
+
+
+def _run(value: float, provenance: Mapping[str, Any], clock: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One folded run: its value, date and window clock."""
+    run: dict[str, Any] = {"value": float(value), "date": str(provenance.get("date", ""))}
+    if clock and clock.get("mean_mhz"):
+        run["clock_mhz"] = float(clock["mean_mhz"])
+    return run
+
+
 @dataclass(frozen=True)
 class BaselineEntry:
     """One metric's stored baseline: the central estimate, its spread, and where it came from."""
@@ -132,10 +150,7 @@ class BaselineEntry:
 
     def run(self) -> dict[str, Any]:
         """This recording as one folded run."""
-        run: dict[str, Any] = {"value": self.value, "date": str(self.provenance.get("date", ""))}
-        if self.clock and self.clock.get("mean_mhz"):
-            run["clock_mhz"] = float(self.clock["mean_mhz"])
-        return run
+        return _run(self.value, self.provenance, self.clock)
 
 
 @dataclass(frozen=True)
@@ -164,10 +179,7 @@ def _runs_of(old: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The folded runs of a stored entry; an entry from before folding is one run."""
     if old.get("runs"):
         return [dict(run) for run in old["runs"]]
-    run = {"value": float(old["value"]), "date": str((old.get("provenance") or {}).get("date", ""))}
-    if (old.get("clock") or {}).get("mean_mhz"):
-        run["clock_mhz"] = float(old["clock"]["mean_mhz"])
-    return [run]
+    return [_run(old["value"], old.get("provenance") or {}, old.get("clock"))]
 
 
 def fold(old: Mapping[str, Any], new: BaselineEntry) -> BaselineEntry:

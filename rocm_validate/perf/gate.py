@@ -317,7 +317,7 @@ def detectable_change(allowed: float, noise: float) -> float:
     return allowed + Z_POWER * noise
 
 
-def _too_blunt(threshold: Threshold, detectable: float, update_command: str) -> str:
+def _too_blunt(threshold: Threshold, detectable: float) -> str:
     """The informational note for a host-side metric that cannot catch `detect_limit` ('' if it can)."""
     if threshold.detect_limit is None or detectable <= threshold.detect_limit:
         return ""
@@ -352,9 +352,11 @@ def judge(
         )
     # The basis with the narrower band, decided before the ratio is looked at: per clock cycle for
     # a kernel the clock paces, throughput for a step bound by launches or memory.
-    judged = [(threshold.allowed(_noise(b, reference), b.clocks_known), -index, b) for index, b in enumerate(_bases(metric, reference, threshold))]
-    allowed, _, basis = min(judged, key=lambda item: item[:2])
-    noise = _noise(basis, reference)
+    judged = []
+    for index, candidate in enumerate(_bases(metric, reference, threshold)):
+        candidate_noise = _noise(candidate, reference)
+        judged.append((threshold.allowed(candidate_noise, candidate.clocks_known), -index, candidate_noise, candidate))
+    allowed, _, noise, basis = min(judged, key=lambda item: item[:2])
     if len(judged) > 1 and basis.name == "throughput":
         per_clock_band = judged[1][0]
         basis = replace(basis, note=f"judged on throughput: its band ({allowed:.1%}) is narrower than per clock cycle ({per_clock_band:.1%})")
@@ -375,7 +377,7 @@ def judge(
         ratio=ratio, bound=bound, allowed=allowed, noise=noise, basis=basis.name, detectable=detectable,
         throughput_ratio=metric.value / reference.value if basis.name != "throughput" else None,
     )
-    blunt = _too_blunt(threshold, detectable, update_command)
+    blunt = _too_blunt(threshold, detectable)
     if threshold.informational or blunt:
         why = blunt or f"informational ({threshold.informational})"
         return Judgement("informational", f"{why}: {summary}", **base)
@@ -434,9 +436,9 @@ def noisy_run_note(metric: Metric, threshold: Threshold, dispersion: float | Non
     )
 
 
-def gated_dispersion(metric: Metric, judgement: Judgement) -> float | None:
-    """The own-window spread of the figure the judgement compared."""
-    if judgement.basis == "per-clock":
+def gated_dispersion(metric: Metric, basis: str) -> float | None:
+    """The own-window spread of the figure compared on `basis` (a Judgement's)."""
+    if basis == "per-clock":
         return _window_clock(metric).get("per_clock_dispersion")
     return metric.dispersion
 

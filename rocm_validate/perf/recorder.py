@@ -29,12 +29,13 @@ from rocm_validate.perf.baselines import (
     BaselineEntry,
     BaselineStore,
     decide_update,
+    stored_clock,
 )
 from rocm_validate.perf.floors import FloorTable
 from rocm_validate.perf.stats import (
-    IQR_PER_SD,
     SampleSummary,
     paired_ratios,
+    per_clock_noise_estimate,
     relative_noise,
 )
 from rocm_validate.perf.timing import (
@@ -98,11 +99,10 @@ class Measurement:
         if self.clock is None:
             return None
         details = self.clock.to_dict()
-        own = self.timing.dispersion
-        spread = math.hypot(own, IQR_PER_SD * self.clock.mean_error)
+        block = None
         if self.clock.block_mhz is not None and len(self.clock.block_mhz) == len(self.timing.summary.block_means):
-            spread = min(spread, self.timing.summary.per_clock_dispersion(self.clock.block_mhz, self.timing.sustained))
-        details["per_clock_dispersion"] = spread
+            block = self.timing.summary.per_clock_dispersion(self.clock.block_mhz, self.timing.sustained)
+        details["per_clock_dispersion"] = per_clock_noise_estimate(self.timing.dispersion, self.clock.mean_error, block)
         return details
 
 
@@ -205,7 +205,6 @@ class PerfContext:
 
     def write_baseline(self, metric: Metric) -> Metric:
         """--update-baselines for one metric of a passed test: write, fold or refuse, and say which."""
-        clock = metric.extra.get("clock") or {}
         entry = BaselineEntry(
             value=metric.value,
             unit=metric.unit,
@@ -213,11 +212,11 @@ class PerfContext:
             dispersion=metric.dispersion,
             samples=metric.samples,
             provenance=self.provenance(metric),
-            clock={key: clock.get(key) for key in ("mean_mhz", "capped_share", "per_clock_dispersion")} if clock.get("mean_mhz") else None,
+            clock=stored_clock(metric.extra.get("clock")),
         )
         threshold = self.threshold(metric.name)
         gate_facts = metric.extra.get("gate") or {}
-        own = relative_noise(clock.get("per_clock_dispersion") if gate_facts.get("basis") == "per-clock" else metric.dispersion)
+        own = relative_noise(gate.gated_dispersion(metric, gate_facts.get("basis", "throughput")))
         start_over = bool(gate_facts.get("accepted_regression"))
         try:
             decision = self.store.update(
@@ -429,7 +428,7 @@ class PerfRecorder:
             if judgement.verdict in ("regressed", "below-floor"):  # accepted: start the entry's runs over
                 extra["gate"]["accepted_regression"] = True
             return metric.with_verdict("recorded", "", **changes)
-        noisy = gate.noisy_run_note(metric, threshold, gate.gated_dispersion(metric, judgement))
+        noisy = gate.noisy_run_note(metric, threshold, gate.gated_dispersion(metric, judgement.basis))
         message = "; ".join(m for m in (judgement.message, noisy) if m)
         if judgement.verdict == "floor-pass":
             return metric.with_verdict(judgement.verdict, message, **changes)

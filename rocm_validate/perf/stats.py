@@ -122,6 +122,14 @@ class SampleSummary:
         return relative_noise(self.dispersion)
 
 
+def per_clock_noise_estimate(own_dispersion: float, clock_mean_error: float, block_estimate: float | None) -> float:
+    """The dispersion of a figure judged per clock cycle: the smaller of two estimates that each
+    bound it, the block-by-block one (block times x block clocks, `SampleSummary.per_clock_dispersion`)
+    and the figure's own dispersion plus the relative standard error of the window's mean clock."""
+    around_mean = math.hypot(own_dispersion, IQR_PER_SD * clock_mean_error)
+    return around_mean if block_estimate is None else min(block_estimate, around_mean)
+
+
 def block_slices(rounds: int) -> list[slice]:
     """The rounds of each of BLOCKS consecutive blocks (one round a block when fewer rounds)."""
     count = min(BLOCKS, rounds)
