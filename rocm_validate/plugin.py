@@ -38,6 +38,7 @@ NODE_PLUGIN_NAME = "rocm_validate_node"
 pytest_plugins = (
     "rocm_validate.core.fixtures",
     "rocm_validate.core.oom",
+    "rocm_validate.core.watchdog",  # ends a plain run whose test is stuck in native code past its timeout
     "rocm_validate.perf.plugin",
     "rocm_validate.convergence.plugin",
     "rocm_validate.preflight.plugin",
@@ -136,14 +137,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _timeout_note(item: pytest.Item) -> str:
     """Which test ran past its timeout, on which device; pytest-timeout's stack dump above it
     shows what it was doing."""
-    state = run_state(item.config)
-    where = state.device() if state.discovered else None
+    # A plugin module (pytest_plugins): importing it at module level defeats its assertion rewriting.
+    from rocm_validate.core.watchdog import device_phrase
+
     marker = item.get_closest_marker("timeout")
     limit = f"its {marker.args[0]:g} s timeout" if marker and marker.args else "its timeout"
-    device = f" on {where.name} ({where.torch_device})" if where is not None else ""
     return (
-        f"{item.nodeid} ran past {limit}{device}; the stack dump shows what it was doing. If the device is just "
-        f"slow, raise the limit with --rocm-timeout=SECONDS"
+        f"{item.nodeid} ran past {limit}{device_phrase(item.config)}; the stack dump shows what it was doing. "
+        f"If the device is just slow, raise the limit with --rocm-timeout=SECONDS"
     )
 
 

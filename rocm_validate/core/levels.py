@@ -11,6 +11,10 @@ and below. Timeouts go through pytest-timeout: a default per suite and level (ov
 `--rocm-timeout`, or by the user's own `--timeout` / `timeout` marker), the signal method in a
 plain run (the test fails and the run goes on) and the thread method in pytest-xdist workers (a
 kernel stuck in native code cannot be interrupted: the worker is ended and xdist replaces it).
+The signal cannot interrupt native code either, so in a plain run a test still running
+`watchdog.grace_s` (10-60 s) past its timeout ends the run with exit status 1, its name and every
+thread's stack (`core/watchdog.py`); the tests after it do not run, so to keep going past a hung
+kernel run with -n 1 or --rocm-device=all.
 """
 
 from __future__ import annotations
