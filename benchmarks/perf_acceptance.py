@@ -82,7 +82,8 @@ def legacy(threshold: gate.Threshold, reference: gate.Reference) -> tuple[gate.T
 
 
 def rejudge(report: dict[str, Any], baselines: dict[str, Any], scale: float, old_gate: bool = False) -> dict[str, dict[str, Any]]:
-    """Every metric of a report judged again against `baselines` (entries by name) x `scale`."""
+    """Every metric of a report judged again against `baselines` (entries by name) x `scale`;
+    keyed by name, with ' [GPU i]' for a whole-node run's per-GPU metrics."""
     backend = (report.get("device") or {}).get("backend", "cuda")
     judged = {}
     for data in report["metrics"]:
@@ -95,7 +96,8 @@ def rejudge(report: dict[str, Any], baselines: dict[str, Any], scale: float, old
         if old_gate:
             threshold, reference = legacy(threshold, reference)
         judgement = gate.judge(metric, reference, threshold, "acceptance")
-        judged[metric.name] = {
+        gpu = data.get("gpu") or {}
+        judged[metric.name + (f" [GPU {gpu['index']}]" if "index" in gpu else "")] = {
             "verdict": judgement.verdict, "ratio": judgement.ratio, "allowed": judgement.allowed,
             "detectable": judgement.detectable, "basis": judgement.basis, "must_catch": must_catch(metric, threshold),
         }

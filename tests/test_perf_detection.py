@@ -83,6 +83,23 @@ def test_at_the_cap_the_basis_with_the_narrower_band_judges() -> None:
     assert "judged on throughput: its band (2.5%) is narrower than per clock cycle (6.7%)" in judgement.message
 
 
+def test_a_clock_that_rose_is_not_held_against_a_step_that_did_not_speed_up_with_it() -> None:
+    """The H100's eager Llama step: clock 3.5% above the baseline's, throughput 1.2% above, per clock 2.1% below."""
+    step = gate.threshold_for("train.llama-3.1-8b-2l.eager.tokens_per_s", "cuda")
+    same_work = gate.judge(gemm(680.0 * 1.012, mhz=1600.0 * 1.035, capped=0.95), baseline(), step, KEY)
+    assert (same_work.basis, same_work.verdict) == ("throughput", "pass")
+    slower = gate.judge(gemm(680.0 * 0.90, mhz=1600.0 * 1.035, capped=0.95), baseline(), step, KEY)
+    assert (slower.basis, slower.verdict) == ("throughput", "regressed")
+    clock_dropped = gate.judge(gemm(680.0 * 0.95, mhz=1600.0 * 0.95, capped=0.95), baseline(), step, KEY)
+    assert (clock_dropped.basis, clock_dropped.verdict) == ("per-clock", "pass")
+
+
+def test_a_gemm_is_judged_per_clock_whichever_way_the_clock_moved() -> None:
+    """A GEMM at the power cap does the same work per cycle: 3.5% more clock and the same throughput is slower silicon."""
+    judgement = gate.judge(gemm(680.0, mhz=1600.0 * 1.035, capped=0.95), baseline(), GEMM, KEY)
+    assert (judgement.basis, judgement.verdict) == ("per-clock", "regressed")
+
+
 def test_runs_that_disagree_widen_the_band_so_a_drifting_metric_does_not_false_alarm() -> None:
     runs = tuple(RunPoint(v, 1600.0) for v in (640.0, 680.0, 720.0))
     judgement = gate.judge(gemm(640.0, mhz=1600.0, capped=0.95), baseline(runs=runs), GEMM, KEY)

@@ -131,6 +131,32 @@ def test_default_floors_sit_above_the_run_to_run_spread_measured_on_the_h100() -
     assert gate.threshold_for("gemm.bf16.24576x4096x1024", "cuda").floor >= 2 * 0.02
 
 
+@pytest.mark.parametrize(("name", "size"), [
+    ("collective.all_reduce.8ranks.1mib", 1024**2), ("collective.broadcast.2ranks.4kib", 4096),
+    ("collective.all_gather.2ranks.1gib", 1024**3), ("collective.all_to_all.2ranks.1000b", 1000),
+    ("gemm.bf16.8192x8192x8192", None), ("collective.*", None),
+])
+def test_a_metric_names_its_message_size_by_its_last_part(name: str, size: int | None) -> None:
+    assert gate.message_bytes(name) == size
+
+
+def test_latency_bound_collectives_are_shown_and_the_large_ones_catch_a_ten_percent_loss() -> None:
+    """On 2 x H200 a 1 MiB all_gather moved by 48% between runs, a 1 GiB one by 2.5% (docs/perf.md)."""
+    small = Metric(name="collective.all_gather.2ranks.16mib", value=80.0, unit="GB/s", better="higher", dispersion=0.0)
+    large = Metric(name="collective.all_gather.2ranks.256mib", value=216.0, unit="GB/s", better="higher", dispersion=0.0)
+    steady = Reference(value=240.0, unit="GB/s", better="higher", dispersion=0.0)
+    assert gate.judge(small, steady, gate.threshold_for(small.name, "cuda"), KEY).verdict == "informational"
+    assert gate.judge(large, steady, gate.threshold_for(large.name, "cuda"), KEY).verdict == "regressed"
+    within = Metric(name=large.name, value=240.0 * 0.96, unit="GB/s", better="higher", dispersion=0.0)
+    assert gate.judge(within, steady, gate.threshold_for(large.name, "cuda"), KEY).verdict == "pass"
+
+
+def test_host_timings_are_not_compared_across_gpus_but_gpu_work_and_host_links_are() -> None:
+    assert not gate.threshold_for("launch.empty_kernel.host_us", "cuda").peers
+    for name in ("gemm.bf16.8192x8192x8192", "copy.h2d.pinned.512mib", "collective.all_reduce.2ranks.1gib"):
+        assert gate.threshold_for(name, "rocm").peers
+
+
 def test_the_cpu_gets_its_own_loose_band_before_any_gpu_rule() -> None:
     assert gate.threshold_for("gemm.bf16.128x128x128", "cpu").cap == 0.6
     assert gate.threshold_for("gemm.bf16.128x128x128", "rocm").cap == 0.08
