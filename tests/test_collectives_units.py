@@ -15,8 +15,6 @@ from rocm_validate.collectives.busbw import (
     bus_factor,
     busbw_gbps,
     find_dips,
-    parse_size,
-    size_label,
 )
 from rocm_validate.collectives.outcome import summarize
 from rocm_validate.collectives.plan import (
@@ -28,6 +26,7 @@ from rocm_validate.collectives.plan import (
     plan_from_arguments,
     world_skip_reason,
 )
+from rocm_validate.results.sizes import parse_size, size_label
 
 
 @pytest.mark.parametrize(

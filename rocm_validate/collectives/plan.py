@@ -12,7 +12,8 @@ import argparse
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from rocm_validate.collectives.busbw import COLLECTIVES, parse_size, size_label
+from rocm_validate.collectives.busbw import COLLECTIVES
+from rocm_validate.results.sizes import parse_size, size_label
 
 FAULT_KINDS = ("corrupt", "hang", "exit")
 DEFAULT_CPU_RANKS = 2

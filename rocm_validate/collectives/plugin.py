@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from rocm_validate.collectives.busbw import size_label
 from rocm_validate.collectives.outcome import PairOutcome, StepOutcome, WorldOutcome
 from rocm_validate.collectives.plan import (
     DEFAULT_CPU_RANKS,
@@ -35,6 +34,7 @@ from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import RunState, run_state
 from rocm_validate.errors import UsageError
 from rocm_validate.results.plots import BYTES_KEY, COLLECTIVE_KEY
+from rocm_validate.results.sizes import size_label
 
 if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo

@@ -28,9 +28,9 @@ import torch
 import torch.distributed as dist
 
 from rocm_validate.collectives import payloads
-from rocm_validate.collectives.busbw import size_label
 from rocm_validate.collectives.outcome import REPORT_SCHEMA, summarize
 from rocm_validate.collectives.plan import Plan, parser, plan_from_arguments
+from rocm_validate.results.sizes import size_label
 
 RUN_ID_VARIABLE = "ROCM_VALIDATE_RUN_ID"  # set by the launcher; torchrun's TORCHELASTIC_RUN_ID otherwise
 EXIT_USAGE = 2

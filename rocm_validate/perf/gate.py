@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import fnmatch
 import math
-import re
 import shlex
 import statistics
 from dataclasses import dataclass, replace
@@ -38,6 +37,7 @@ from rocm_validate.core.options import THRESHOLD_FORMS
 from rocm_validate.perf.attribution import attribute
 from rocm_validate.perf.stats import combined_noise, relative_noise
 from rocm_validate.results.metrics import Metric, format_number
+from rocm_validate.results.sizes import parse_size
 
 UPDATE_COMMAND = "pytest --rocm-suite=perf --update-baselines"
 
@@ -83,14 +83,12 @@ class Threshold:
         return text + (f", capped at {self.cap:.1%}" if self.k * noise > self.cap else "")
 
 
-_MESSAGE_SIZE = re.compile(r"\.(\d+)(b|kib|mib|gib)$")
-_SIZE_FACTORS = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
-
-
 def message_bytes(name: str) -> int | None:
     """The message size a metric name ends with ('collective.all_reduce.8ranks.16mib' -> 16 MiB), else None."""
-    match = _MESSAGE_SIZE.search(name)
-    return int(match.group(1)) * _SIZE_FACTORS[match.group(2)] if match else None
+    try:
+        return parse_size(name.rsplit(".", 1)[-1])
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
