@@ -224,3 +224,69 @@ def test_the_host_clock_times_real_cpu_work() -> None:
     assert measured.method == "host-clock"
     assert 0 < measured.summary.mean < 0.01
     assert measured.rate(2000) > 0
+
+
+def test_a_round_far_slower_than_the_rest_is_a_stall() -> None:
+    rounds = [0.150, 0.151, 0.152, 0.150, 0.149, 0.151, 0.153, 0.150, 0.152, 0.151, 0.150, 0.223]
+    assert timing.stall_rounds(rounds) == (11,)
+
+
+def test_a_slow_round_within_a_fifth_of_the_median_is_not_a_stall() -> None:
+    rounds = [0.100] * 11 + [0.119]
+    assert timing.stall_rounds(rounds) == ()
+
+
+def test_slowness_in_more_than_a_tenth_of_the_rounds_is_the_works_own() -> None:
+    rounds = [0.100] * 10 + [0.200] * 2  # 2 of 12 rounds: more than a tenth
+    assert timing.stall_rounds(rounds) == ()
+
+
+def test_a_short_window_has_no_stalls_left_out() -> None:
+    assert timing.stall_rounds([0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.5]) == ()
+
+
+def test_a_uniformly_slower_kernel_is_never_trimmed_back_to_its_old_speed(clock: VirtualClock) -> None:
+    fast = timing.measure(lambda: clock.advance(0.002), QUICK, clock)
+    slow = timing.measure(lambda: clock.advance(0.0021), QUICK, clock)
+    assert slow.rate(1.0) / fast.rate(1.0) == pytest.approx(1 / 1.05)
+    assert slow.stalls == ()
+
+
+def _stalling(clock: VirtualClock, seconds: float, every: int, stall: float):
+    calls = itertools.count()
+
+    def run() -> None:
+        clock.advance(seconds * (stall if next(calls) % every == every - 1 else 1.0))
+
+    return run
+
+
+STEPS = TimingPlan(0.0, 0.05, 0.5, 2.0, 0.001, 10, 40)  # one call per round, like a training step
+
+
+def test_a_stalled_step_is_left_out_of_the_rate_and_reported(clock: VirtualClock) -> None:
+    measured = timing.measure(_stalling(clock, 0.1, every=21, stall=1.5), STEPS, clock)
+    assert measured.rate(1.0) == pytest.approx(10.0)
+    details = measured.details()["stalls"]
+    assert details["rounds"] == 1 and details["of"] == measured.summary.rounds + 1
+    assert details["worst_over_median"] == pytest.approx(1.5)
+    note = timing.stall_note(measured.details())
+    assert "1 of 20 rounds stalled (worst 1.50x the median round)" in note and "left out" in note
+
+
+def test_a_stall_in_every_fifth_step_stays_in_the_rate(clock: VirtualClock) -> None:
+    measured = timing.measure(_stalling(clock, 0.1, every=5, stall=1.5), STEPS, clock)
+    assert measured.rate(1.0) == pytest.approx(1 / 0.11)  # a periodic stall is the work's own pace
+    assert measured.stalls == () and timing.stall_note(measured.details()) == ""
+
+
+def test_a_stall_of_one_interleaved_job_leaves_that_round_out_for_both(clock: VirtualClock) -> None:
+    plan = TimingPlan(0.0, 0.05, 0.5, 4.0, 0.001, 10, 40)
+    timings = timing.measure_interleaved(
+        {"a": _stalling(clock, 0.1, every=25, stall=2.0), "b": lambda: clock.advance(0.05)}, plan, clock
+    )
+    a, b = timings["a"], timings["b"]
+    assert a.summary.rounds == b.summary.rounds == len(a.round_spans) == len(b.round_spans)
+    assert len(a.stalls) == 1 and b.stalls == () and b.dropped_with_partner == 1
+    assert a.rate(1.0) == pytest.approx(10.0)
+    assert "because the work timed beside it stalled" in timing.stall_note(b.details())

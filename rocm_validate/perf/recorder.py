@@ -46,6 +46,7 @@ from rocm_validate.perf.timing import (
     cache_defeat_bytes,
     default_plan,
     rotation_count,
+    stall_note,
 )
 from rocm_validate.platform import peaks
 from rocm_validate.platform.clocks import ClockSampler, ClockWindow, clock_window
@@ -429,7 +430,8 @@ class PerfRecorder:
                 extra["gate"]["accepted_regression"] = True
             return metric.with_verdict("recorded", "", **changes)
         noisy = gate.noisy_run_note(metric, threshold, gate.gated_dispersion(metric, judgement.basis))
-        message = "; ".join(m for m in (judgement.message, noisy) if m)
+        stalled = stall_note(metric.extra.get("timing") or {})
+        message = "; ".join(m for m in (judgement.message, noisy, stalled) if m)
         if judgement.verdict == "floor-pass":
             return metric.with_verdict(judgement.verdict, message, **changes)
         if judgement.fails:

@@ -13,12 +13,17 @@ with `perf_counter`. Work is measured as the device would see it in training:
   exceeds twice the largest cache (L2, or Infinity Cache / MALL on MI300), so back-to-back calls
   read from memory as they do in a model, without a flush kernel between calls;
 * throughput is total work / total time of the measured window (not a mean of rates, which is
-  biased high); the median, IQR and MAD come with it to judge how noisy the window was.
+  biased high); the median, IQR and MAD come with it to judge how noisy the window was;
+* a round stalled by the host or the VM (far slower than every other, in at most a tenth of the
+  rounds) is left out of the figure and reported: on a fresh H100 VM two of 21 FP8 Llama steps
+  took 1.5x the median step and moved the window's rate by 5-7% (docs/perf.md). Slowness in
+  more rounds than that is the work's own, and stays in.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
@@ -97,6 +102,26 @@ def round_count(round_seconds: float, plan: TimingPlan) -> int:
     if round_seconds <= 0 or not math.isfinite(round_seconds):
         return plan.max_rounds
     return max(plan.min_rounds, min(plan.max_rounds, math.floor(plan.window_s / round_seconds)))
+
+
+# A round is a stall when it is this much slower than the window's median round and beyond
+# the far-out fence (Q3 + 3 IQR); stalls are left out only when they are at most a tenth of
+# the rounds of a window of at least MIN_ROUNDS_FOR_STALLS (else they are the work's own pace).
+STALL_EXCESS = 0.20
+STALL_FENCE_IQR = 3.0
+MAX_STALL_SHARE = 0.10
+MIN_ROUNDS_FOR_STALLS = 10
+
+
+def stall_rounds(seconds: Sequence[float]) -> tuple[int, ...]:
+    """Indices of the rounds that stalled (see STALL_EXCESS); () when none, or when too many
+    rounds are slow for them to be stalls."""
+    if len(seconds) < MIN_ROUNDS_FOR_STALLS:
+        return ()
+    q1, median, q3 = statistics.quantiles(seconds, n=4)
+    fence = max(q3 + STALL_FENCE_IQR * (q3 - q1), median * (1 + STALL_EXCESS))
+    slow = tuple(i for i, s in enumerate(seconds) if s > fence)
+    return slow if len(slow) <= MAX_STALL_SHARE * len(seconds) else ()
 
 
 def is_steady(rates: Sequence[float], tolerance: float, windows: int = 3) -> bool:
@@ -220,6 +245,10 @@ class Timing:
     # what aligns clock readings with rounds.
     window_host: tuple[float, float] | None = None
     round_spans: tuple[tuple[float, float], ...] = ()
+    # Seconds per call of the rounds left out of the summary as stalls (stall_rounds), and of
+    # rounds left out because an interleaved partner stalled in them.
+    stalls: tuple[float, ...] = ()
+    dropped_with_partner: int = 0
 
     def block_spans(self) -> tuple[tuple[float, float], ...]:
         """(start, end) offsets of each block of rounds (stats.block_slices), () when unknown."""
@@ -257,7 +286,34 @@ class Timing:
             "iqr_s": stats["iqr"],
             "relative_mad": relative_mad(self.summary),
             "stats": stats,
+            **({"stalls": self.stall_details()} if self.stalls or self.dropped_with_partner else {}),
         }
+
+    def stall_details(self) -> dict[str, Any]:
+        """How many rounds were left out as stalls, of how many, and the worst against the median."""
+        return {
+            "rounds": len(self.stalls),
+            "with_partner": self.dropped_with_partner,
+            "of": self.summary.rounds + len(self.stalls) + self.dropped_with_partner,
+            "worst_over_median": round(max(self.stalls) / self.summary.median, 3) if self.stalls else None,
+        }
+
+
+def stall_note(timing_details: Mapping[str, Any]) -> str:
+    """'2 of 21 rounds stalled (worst 1.54x the median round) and were left out ...' from a
+    metric's timing details ('' when no round was left out)."""
+    stalls = timing_details.get("stalls")
+    if not stalls:
+        return ""
+    parts = []
+    if stalls["rounds"]:
+        parts.append(
+            f"{stalls['rounds']} of {stalls['of']} rounds stalled (worst {stalls['worst_over_median']:.2f}x the median "
+            f"round) and were left out of the figure"
+        )
+    if stalls["with_partner"]:
+        parts.append(f"{stalls['with_partner']} rounds left out because the work timed beside it stalled there")
+    return "; ".join(parts) + "; a pause of the host or VM, not the work (rerun if it recurs)"
 
 
 @dataclass
@@ -345,18 +401,26 @@ def measure_interleaved(fns: Mapping[str, Callable[[], Any]], plan: TimingPlan, 
     clock.synchronize()
     ended = time.perf_counter()
     first = next(iter(marks.values()))[0][0]
+    seconds = {name: [clock.seconds_between(s, e) / jobs[name].calls for s, e in marks[name]] for name in jobs}
+    stalled = {name: set(stall_rounds(values)) for name, values in seconds.items()}
+    left_out = set().union(*stalled.values())  # a stalled round goes for every job, so pairs stay paired
     return {
         name: Timing(
             summary=SampleSummary(
-                seconds=tuple(clock.seconds_between(s, e) / jobs[name].calls for s, e in marks[name]),
-                calls=jobs[name].calls,
+                seconds=tuple(s for i, s in enumerate(seconds[name]) if i not in left_out), calls=jobs[name].calls
             ),
             method=method,
             warmup_s=warmup_s,
             warmup_steady=steady,
             sustained=plan.sustained,
             window_host=(began, ended),
-            round_spans=tuple((clock.seconds_between(first, s), clock.seconds_between(first, e)) for s, e in marks[name]),
+            round_spans=tuple(
+                (clock.seconds_between(first, s), clock.seconds_between(first, e))
+                for i, (s, e) in enumerate(marks[name])
+                if i not in left_out
+            ),
+            stalls=tuple(seconds[name][i] for i in sorted(stalled[name])),
+            dropped_with_partner=len(left_out - stalled[name]),
         )
         for name in jobs
     }
