@@ -122,9 +122,18 @@ def test_a_host_side_metric_that_cannot_catch_ten_percent_is_shown_not_gated() -
 
 
 def test_a_host_side_metric_that_can_catch_ten_percent_still_gates() -> None:
-    pinned = gate.threshold_for("copy.host_to_device.pinned.256mib", "cuda")
+    host = gate.Threshold(floor=0.05, k=3.0, cap=0.08, detect_limit=gate.HOST_DETECT_LIMIT)
     slow = Metric("copy.host_to_device.pinned.256mib", 40.0, "GB/s", dispersion=0.001)
-    assert gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), pinned, KEY).verdict == "regressed"
+    assert gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), host, KEY).verdict == "regressed"
+
+
+def test_pinned_copies_are_shown_not_gated_since_their_vm_to_vm_spread_hides_ten_percent() -> None:
+    pinned = gate.threshold_for("copy.h2d.pinned.512mib", "cuda")
+    slow = Metric("copy.h2d.pinned.512mib", 40.0, "GB/s", dispersion=0.001)
+    judgement = gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), pinned, KEY)
+    assert judgement.verdict == "informational" and judgement.detectable > gate.HOST_DETECT_LIMIT
+    (rule,) = gate.parse_rules(["copy.*.pinned.* detect=none"])
+    assert gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), rule.threshold, KEY).verdict == "regressed"
 
 
 def test_detect_none_in_the_ini_gates_a_blunt_host_side_metric_anyway() -> None:

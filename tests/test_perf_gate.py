@@ -116,12 +116,18 @@ def test_a_noisy_run_gets_a_note_and_a_quiet_one_does_not() -> None:
 def test_every_default_gpu_band_for_a_throughput_catches_a_ten_percent_loss() -> None:
     """Detection: a baseline scaled x1.10 reads as ratio 1/1.1 = 0.909; every cap must sit below 9.09%."""
     for name in ("gemm.fp8.8192x8192x8192", "gemm.bf16.24576x4096x1024", "sdpa.forward.bert-large.48x16x512x64",
-                 "copy.device.2048mib", "copy.h2d.pinned.512mib", "train.bert-large.eager.samples_per_s",
-                 "train.bert-large.compile_speedup"):
+                 "copy.device.2048mib", "train.bert-large.eager.samples_per_s", "train.bert-large.compile_speedup"):
         for backend in ("rocm", "cuda"):
             threshold = gate.threshold_for(name, backend)
-            assert not threshold.informational
+            assert not threshold.informational and threshold.detect_limit is None
             assert 1 - threshold.cap > 1 / 1.10, f"{name} on {backend} cannot catch a 10% loss"
+
+
+def test_a_default_band_wider_than_ten_percent_belongs_to_a_metric_shown_not_gated() -> None:
+    for name in ("copy.h2d.pinned.512mib", "launch.empty_kernel.host_us"):
+        threshold = gate.threshold_for(name, "rocm")
+        wide = 1 - threshold.cap <= 1 / 1.10
+        assert not wide or (threshold.detect_limit is not None and threshold.floor >= threshold.detect_limit), name
 
 
 def test_default_floors_sit_above_the_run_to_run_spread_measured_on_the_h100() -> None:

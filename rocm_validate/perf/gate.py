@@ -131,10 +131,11 @@ DEFAULT_RULES: tuple[ThresholdRule, ...] = (
     ThresholdRule("*.peak_memory", Threshold(floor=0.02, k=3.0, cap=0.05)),
     ThresholdRule("gemm.*.8192x8192x8192", Threshold(floor=0.05, k=3.0, cap=0.08, **_GEMM)),
     ThresholdRule("gemm.*", Threshold(floor=0.04, k=3.0, cap=0.08, **_GEMM)),
-    # Pinned host transfers share the host's PCIe and memory with other tenants, so they move
-    # about 8% between runs on a shared VM while each run's own noise says 1-3% (docs/perf.md).
-    # The floor covers that spread; the cap still sits under a 10% loss.
-    ThresholdRule("copy.*.pinned.*", Threshold(floor=0.08, k=3.0, cap=0.085, detect_limit=HOST_DETECT_LIMIT)),
+    # Pinned host transfers share the host's PCIe and memory with other tenants: they moved about
+    # 8% between runs on one shared VM, and a fresh H100 VM read 0.87 of the committed baseline
+    # with its own rounds within 1.4% (docs/perf.md). A band that covers that cannot catch a 10%
+    # loss, so they are shown, not gated, unless the ini gates them ('copy.*.pinned.* detect=none').
+    ThresholdRule("copy.*.pinned.*", Threshold(floor=0.15, k=3.0, cap=0.2, detect_limit=HOST_DETECT_LIMIT)),
     ThresholdRule("copy.*", Threshold(floor=0.02, k=3.0, cap=0.08)),
     ThresholdRule("sdpa.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True)),
     ThresholdRule("train.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True, clock_floor=0.02, clock_bound=False)),
