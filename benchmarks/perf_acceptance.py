@@ -4,7 +4,7 @@
     python benchmarks/perf_acceptance.py aa --dir DIR [--runs 3]       # reruns against them: zero failures
     python benchmarks/perf_acceptance.py detect --dir DIR [--baselines B]  # re-judge the A/A runs at x1.05 and x1.10
     python benchmarks/perf_acceptance.py crossval --dir DIR [--reports R1 R2 ...]  # each run against the others folded
-    python benchmarks/perf_acceptance.py fold --dir DIR --reports R1 R2 ... --out FOLDER  # baselines from run reports
+    python benchmarks/perf_acceptance.py fold --dir DIR --reports R1 R2 ... --out FOLDER [--onto B --drop 'sdpa.*']  # baselines from run reports
     python benchmarks/perf_acceptance.py summary --dir DIR --out benchmarks/results/acceptance-<key>.json
 
 Arguments after `--` go to pytest (e.g. `-- -k "not compiled"`, `--rocm-device=1`). Every pytest
@@ -29,6 +29,7 @@ Exit status 1 when a step's criterion fails.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import math
 import shlex
@@ -197,9 +198,10 @@ def _provenance(device: dict[str, Any], created: str) -> dict[str, Any]:
     }
 
 
-def fold_reports(reports: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Baseline entries folded from the passing metrics of `reports`, in order, by decide_update."""
-    entries: dict[str, dict[str, Any]] = {}
+def fold_reports(reports: list[dict[str, Any]], start: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """Baseline entries folded from the passing metrics of `reports`, in order, by decide_update,
+    onto the entries `start` (none: a new file)."""
+    entries: dict[str, dict[str, Any]] = dict(start or {})
     for report in reports:
         backend = report["device"]["backend"]
         for data in map(updated_clock_noise, report["metrics"]):
@@ -235,10 +237,15 @@ def _step_crossval(directory: Path, reports: list[Path]) -> bool:
     return _judge_detection(results)
 
 
-def _step_fold(reports: list[Path], out: Path) -> bool:
+def _step_fold(reports: list[Path], out: Path, onto: Path | None, drop: list[str]) -> bool:
     loaded = [json.loads(p.read_text()) for p in reports]
     key = loaded[0]["device"]["device_key"]
-    data = {"schema": "rocm-validate/baselines/1", "device_key": key, "metrics": fold_reports(loaded)}
+    start = _baseline_entries(onto, key) if onto else {}
+    dropped = sorted(name for name in start if any(fnmatch.fnmatchcase(name, pattern) for pattern in drop))
+    start = {name: entry for name, entry in start.items() if name not in dropped}
+    if dropped:
+        print(f"fold: {len(dropped)} entries dropped before folding (measured differently now): {', '.join(dropped)}")
+    data = {"schema": "rocm-validate/baselines/1", "device_key": key, "metrics": fold_reports(loaded, start)}
     from rocm_validate.perf.baselines import BASELINES_SCHEMA
 
     out.mkdir(parents=True, exist_ok=True)
@@ -287,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baselines", type=Path, help="detect: another baselines folder to judge against (the committed one)")
     parser.add_argument("--out", type=Path, help="summary: the JSON file to write; fold: the baselines folder")
     parser.add_argument("--reports", type=Path, nargs="+", help="crossval / fold: run reports (default: DIR's record and aa runs)")
+    parser.add_argument("--onto", type=Path, help="fold: the baselines folder whose entries the runs fold onto (default: none)")
+    parser.add_argument("--drop", nargs="+", default=[], metavar="PATTERN", help="fold: --onto entries to drop first (a changed measurement)")
     args = parser.parse_args(own)
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.step == "record":
@@ -302,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.out is None:
             parser.error("fold needs --out FOLDER")
         else:
-            ok = _step_fold(reports, args.out)
+            ok = _step_fold(reports, args.out, args.onto, args.drop)
     else:
         if args.out is None:
             parser.error("summary needs --out PATH")
