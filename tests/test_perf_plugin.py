@@ -507,3 +507,28 @@ def test_three_recordings_fold_into_one_entry_whose_spread_sets_the_band(project
     band = json.loads((project.path / "report.json").read_text())["metrics"][0]["extra"]["gate"]
     assert band["noise"] == pytest.approx(0.01 * (1 + 3.14159265 / 6) ** 0.5, rel=0.02)  # the runs' 1% spread
     result.assert_outcomes(passed=1, failed=1)  # gemm: band max(5% floor, 3 x 1.2%); copy: 2% floor
+
+
+STALLED = '''
+import pytest
+
+from rocm_validate.perf.recorder import Measurement
+from rocm_validate.perf.stats import SampleSummary
+from rocm_validate.perf.timing import Timing
+
+
+@pytest.mark.rocm_suite("perf")
+def test_stalled(perf):
+    timing = Timing(SampleSummary((0.0015,) * 20, 1), "synthetic", 0.0, True, stalls=(0.0023,))
+    perf.throughput("gemm.bf16.8192x8192x8192", Measurement(timing, {}), 2 * 8192**3, "TFLOP/s")
+'''
+
+
+def test_a_metric_with_stalled_rounds_left_out_says_so_in_the_report(project: pytest.Pytester) -> None:
+    recorded(project)
+    project.makepyfile(test_metrics=STALLED)
+    report = project.path / "report.json"
+    run(project, f"--rocm-report={report}").assert_outcomes(passed=1)
+    (gemm,) = [m for m in json.loads(report.read_text())["metrics"] if m["name"] == "gemm.bf16.8192x8192x8192"]
+    assert gemm["extra"]["timing"]["stalls"] == {"rounds": 1, "with_partner": 0, "of": 21, "worst_over_median": 1.533}
+    assert "1 of 21 rounds stalled (worst 1.53x the median round) and were left out of the figure" in gemm["message"]
