@@ -18,7 +18,7 @@ from rocm_validate.core import node
 from rocm_validate.core.categorize import category_property, facts_of
 from rocm_validate.core.levels import describe_time_used
 from rocm_validate.core.options import NODE_WIDE_SUITES
-from rocm_validate.core.selection import suite_from_path
+from rocm_validate.core.selection import suite_of_nodeid
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
@@ -122,7 +122,7 @@ class ResultCollector:
         a person can read per metric instead of the JSON that carried it here."""
         properties = dict((n, v) for n, v in report.user_properties if isinstance(n, str))
         config = self.state.config
-        suite = properties.get("rocm_suite") or suite_from_path(config.rootpath / report.nodeid.split("::")[0], config.rootpath)
+        suite = properties.get("rocm_suite") or suite_of_nodeid(report.nodeid, config.rootpath)
         gpu = None if suite in NODE_WIDE_SUITES else node.report_gpu(report, self.state)
         fresh = TestResult(report.nodeid, suite=suite, gpu=gpu)
         result = self.state.results.setdefault(fresh.title, fresh)

@@ -249,10 +249,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if state.node is None or REQUESTED_WORKERS_KEY not in config.stash:
         return None
     from rocm_validate.core.scheduling import NodeScheduling
-    from rocm_validate.core.selection import suite_from_path
+    from rocm_validate.core.selection import suite_of_nodeid
 
     def node_wide(nodeid: str) -> bool:
-        return suite_from_path(config.rootpath / nodeid.split("::", 1)[0], config.rootpath) in NODE_WIDE_SUITES
+        return suite_of_nodeid(nodeid, config.rootpath) in NODE_WIDE_SUITES
 
     lead = str(state.node.devices[0].index)
 

@@ -21,6 +21,11 @@ def suite_from_path(path: Path, rootpath: Path) -> str | None:
     return None
 
 
+def suite_of_nodeid(nodeid: str, rootpath: Path) -> str | None:
+    """'suites/perf/test_gemm.py::test_x[bf16]' -> 'perf' (by its file's folder, as suite_from_path)."""
+    return suite_from_path(rootpath / nodeid.split("::", 1)[0], rootpath)
+
+
 def suite_of(path: Path, rootpath: Path, marker_args: tuple[object, ...] | None) -> str | None:
     """The marker wins over the folder; raises ValueError for a marker naming no suite."""
     if marker_args is not None:
