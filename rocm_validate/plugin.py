@@ -78,7 +78,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     workers), so a device that cannot be validated is one usage error, exit status 4."""
     if _touches_suites(session.config):
         state = run_state(session.config)
-        if state.settings.node_run and not hasattr(session.config, "workerinput"):
+        if state.settings.node_run and not is_xdist_worker(session.config):
             node.start_controller(session.config, state)
         device = state.device()
         _junit_suite_properties(session.config, device.device_key, device.torch_version)

@@ -45,7 +45,8 @@ class NodeScheduling(EachScheduling):
                 wide = [i for i, nodeid in enumerate(collection) if self._node_wide(nodeid)]
                 if self._held is None:
                     self._held = wide
-                pending[:] = [i for i in range(len(collection)) if i not in set(wide)]
+                held = set(wide)
+                pending[:] = [i for i in range(len(collection)) if i not in held]
                 if pending:
                     node.send_runtest_some(list(pending))
                 if not (self._held and self._is_lead(node)):
