@@ -45,6 +45,7 @@ from rocm_validate.perf.baselines import BaselineEntry, decide_update, stored_cl
 from rocm_validate.perf.stats import per_clock_noise_estimate
 from rocm_validate.results import jsonfile
 from rocm_validate.results.metrics import Metric
+from rocm_validate.results.report import metric_title
 
 DETECTION_SCALES = (1.05, 1.10)
 FAILING = ("regressed", "mismatch", "invalid", "below-floor")
@@ -97,8 +98,7 @@ def rejudge(report: dict[str, Any], baselines: dict[str, Any], scale: float, old
         if old_gate:
             threshold, reference = legacy(threshold, reference)
         judgement = gate.judge(metric, reference, threshold, "acceptance")
-        gpu = data.get("gpu") or {}
-        judged[metric.name + (f" [GPU {gpu['index']}]" if "index" in gpu else "")] = {
+        judged[metric_title(metric)] = {
             "verdict": judgement.verdict, "ratio": judgement.ratio, "allowed": judgement.allowed,
             "detectable": judgement.detectable, "basis": judgement.basis, "must_catch": must_catch(metric, threshold),
         }

@@ -193,6 +193,11 @@ REPORT_SCHEMA: dict[str, Any] = {
 FAILING_OUTCOMES = ("failed", "error", "xpassed")
 
 
+def on_gpu(text: str, gpu: GpuRef | None) -> str:
+    """`text` with its GPU in a whole-node run: 'gemm.bf16.8192x8192x8192 [GPU 3]'."""
+    return text if gpu is None else f"{text} [GPU {gpu.index}]"
+
+
 @dataclass
 class TestResult:
     """The outcome of one test across its setup, call and teardown phases."""
@@ -211,7 +216,7 @@ class TestResult:
     @property
     def title(self) -> str:
         """The test id, with its GPU in a whole-node run: 'suites/perf/test_gemm.py::test_x [GPU 3]'."""
-        return self.nodeid if self.gpu is None else f"{self.nodeid} [GPU {self.gpu.index}]"
+        return on_gpu(self.nodeid, self.gpu)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -260,7 +265,7 @@ _COLUMNS = ("metric", "value", "unit", "baseline", "ratio", "detects", "% peak",
 
 def metric_title(metric: Metric) -> str:
     """The metric's name, with its GPU in a whole-node run: 'gemm.bf16.8192x8192x8192 [GPU 3]'."""
-    return metric.name if metric.gpu is None else f"{metric.name} [GPU {metric.gpu.index}]"
+    return on_gpu(metric.name, metric.gpu)
 
 
 def metric_rows(metrics: Iterable[Metric]) -> list[tuple[str, ...]]:
