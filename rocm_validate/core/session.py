@@ -81,8 +81,9 @@ class RunState:
 
     def metrics(self) -> list[Metric]:
         """Every recorded metric, ordered by test id (then GPU) so xdist runs print the same table."""
-        ordered = sorted(self.results.values(), key=lambda r: (r.nodeid, -1 if r.gpu is None else r.gpu.index))
-        return [m for r in ordered for m in r.metrics]
+        from rocm_validate.results.report import metrics_in_order
+
+        return metrics_in_order(self.results.values())
 
 
 STATE_KEY = pytest.StashKey[RunState]()

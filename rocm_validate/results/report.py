@@ -263,6 +263,12 @@ def stack_summary(device: DeviceInfo) -> str:
 _COLUMNS = ("metric", "value", "unit", "baseline", "ratio", "detects", "% peak", "verdict")
 
 
+def metrics_in_order(results: Iterable[TestResult]) -> list[Metric]:
+    """Every metric of `results`, ordered by test id, then GPU, so xdist runs list them alike."""
+    ordered = sorted(results, key=lambda r: (r.nodeid, -1 if r.gpu is None else r.gpu.index))
+    return [m for r in ordered for m in r.metrics]
+
+
 def metric_title(metric: Metric) -> str:
     """The metric's name, with its GPU in a whole-node run: 'gemm.bf16.8192x8192x8192 [GPU 3]'."""
     return on_gpu(metric.name, metric.gpu)

@@ -17,7 +17,12 @@ from typing import Iterable, Sequence
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import format_number
 from rocm_validate.results.peers import PeerFinding
-from rocm_validate.results.report import TestResult, device_summary, stack_summary
+from rocm_validate.results.report import (
+    TestResult,
+    device_summary,
+    metrics_in_order,
+    stack_summary,
+)
 
 _FAILED = ("failed", "error", "xpassed")
 _MESSAGE_CHARS = 300
@@ -92,8 +97,7 @@ def metric_table(results: Iterable[TestResult], peers: Sequence[PeerFinding]) ->
     """Every metric, one row per GPU it was measured on, with its baseline ratio and peer ratio."""
     peer_of = {(f.name, f.gpu.index): f for f in peers if f.gpu is not None}
     rows = []
-    ordered = sorted(results, key=lambda r: (r.nodeid, -1 if r.gpu is None else r.gpu.index))
-    for metric in (m for r in ordered for m in r.metrics):
+    for metric in metrics_in_order(results):
         finding = peer_of.get((metric.name, metric.gpu.index)) if metric.gpu is not None else None
         verdict = metric.verdict + (" / below peers" if finding is not None and finding.flagged else "")
         rows.append((
