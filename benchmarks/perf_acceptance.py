@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import math
 import shlex
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from typing import Any
 from rocm_validate.perf import gate
 from rocm_validate.perf.baselines import BaselineEntry, decide_update, stored_clock
 from rocm_validate.perf.stats import per_clock_noise_estimate
+from rocm_validate.platform.clocks import mean_clock_error
 from rocm_validate.results import jsonfile
 from rocm_validate.results.metrics import Metric
 from rocm_validate.results.report import metric_title
@@ -182,7 +182,7 @@ def updated_clock_noise(data: dict[str, Any]) -> dict[str, Any]:
     if not clock or not clock.get("readings") or data.get("dispersion") is None:
         return data
     sd = clock.get("sd_mhz", (clock["max_mhz"] - clock["min_mhz"]) / 4)
-    mean_error = sd / clock["mean_mhz"] / math.sqrt(clock["readings"])
+    mean_error = mean_clock_error(sd, clock["mean_mhz"], clock["readings"])
     clock = {**clock, "per_clock_dispersion": per_clock_noise_estimate(data["dispersion"], mean_error, clock.get("per_clock_dispersion"))}
     return {**data, "extra": {**data["extra"], "clock": clock}}
 

@@ -23,6 +23,12 @@ from typing import Any, Callable, Sequence
 
 # Readings inside a window needed for its mean clock to mean anything (one every 5 ms: 50 ms).
 MIN_READINGS = 10
+
+
+def mean_clock_error(sd_mhz: float, mean_mhz: float, readings: int) -> float:
+    """Relative standard error of a window's mean clock from its readings' standard deviation
+    (readings taken as independent); 0 without readings."""
+    return sd_mhz / mean_mhz / math.sqrt(readings) if mean_mhz > 0 and readings else 0.0
 # Power within this share of the enforced cap counts as capped when the library gives no reasons.
 CAP_POWER_SHARE = 0.95
 # Slowdown reasons (telemetry.NVML_REASONS names) that mean the board is at a power or thermal limit.
@@ -66,7 +72,7 @@ class ClockWindow:
     @property
     def mean_error(self) -> float:
         """Relative standard error of the mean clock, readings taken as independent."""
-        return self.sd_mhz / self.mean_mhz / math.sqrt(self.readings) if self.mean_mhz > 0 and self.readings else 0.0
+        return mean_clock_error(self.sd_mhz, self.mean_mhz, self.readings)
 
     def to_dict(self) -> dict[str, Any]:
         return {
