@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from rocm_validate.core.requirements import scaled_mm_skip_reason
 from rocm_validate.correctness.compare import sqnr_db
@@ -95,6 +96,37 @@ def test_an_unusable_amax_gives_scale_one(amax):
 def test_history_rolls_by_minus_one_with_row_zero_cleared():
     history = torch.tensor([[5.0], [1.0], [2.0], [3.0]])
     assert fp8.roll_history(history).flatten().tolist() == [0.0, 2.0, 3.0, 5.0]
+
+
+class _PythonNumbersMadeTensors(TorchDispatchMode):
+    """Counts Python numbers turned into tensors (aten.lift_fresh): on a GPU each is a pageable
+    host-to-device copy, which waits for the device to finish everything queued before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.lift_fresh.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_an_fp8_layer_step_copies_no_host_number_into_a_tensor():
+    layer = fp8.Fp8Linear(64, 32, formats=("e4m3fn", "e5m2"), matmul="emulated")
+    x = torch.randn(4, 64, requires_grad=True)
+    with _PythonNumbersMadeTensors() as watch:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = layer(x)
+        out.float().sum().backward()
+    assert watch.count == 0, f"{watch.count} Python numbers became tensors in one FP8 forward and backward"
+
+
+def test_the_watch_for_host_numbers_sees_an_assigned_python_number():
+    history = torch.ones(4, 3)
+    with _PythonNumbersMadeTensors() as watch:
+        history[0, 1] = 0
+    assert watch.count == 1
 
 
 def test_the_first_cast_uses_scale_one_and_the_next_the_delayed_scale():
