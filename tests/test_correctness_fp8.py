@@ -112,8 +112,9 @@ class _PythonNumbersMadeTensors(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_an_fp8_layer_step_copies_no_host_number_into_a_tensor():
-    layer = fp8.Fp8Linear(64, 32, formats=("e4m3fn", "e5m2"), matmul="emulated")
+@pytest.mark.parametrize("matmul", ["emulated", "scaled_mm"])
+def test_an_fp8_layer_step_copies_no_host_number_into_a_tensor(matmul):
+    layer = fp8.Fp8Linear(64, 32, formats=("e4m3fn", "e5m2"), matmul=matmul)
     x = torch.randn(4, 64, requires_grad=True)
     with _PythonNumbersMadeTensors() as watch:
         with torch.autocast("cpu", dtype=torch.bfloat16):
