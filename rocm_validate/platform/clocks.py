@@ -23,17 +23,17 @@ from typing import Any, Callable, Sequence
 
 # Readings inside a window needed for its mean clock to mean anything (one every 5 ms: 50 ms).
 MIN_READINGS = 10
+# Power within this share of the enforced cap counts as capped when the library gives no reasons.
+CAP_POWER_SHARE = 0.95
+# Slowdown reasons (telemetry.NVML_REASONS names) that mean the board is at a power or thermal limit.
+CAP_REASONS = frozenset({"sw-power-cap", "hw-power-brake", "sw-thermal", "hw-thermal"})
+SAMPLE_INTERVAL_S = 0.005
 
 
 def mean_clock_error(sd_mhz: float, mean_mhz: float, readings: int) -> float:
     """Relative standard error of a window's mean clock from its readings' standard deviation
     (readings taken as independent); 0 without readings."""
     return sd_mhz / mean_mhz / math.sqrt(readings) if mean_mhz > 0 and readings else 0.0
-# Power within this share of the enforced cap counts as capped when the library gives no reasons.
-CAP_POWER_SHARE = 0.95
-# Slowdown reasons (telemetry.NVML_REASONS names) that mean the board is at a power or thermal limit.
-CAP_REASONS = frozenset({"sw-power-cap", "hw-power-brake", "sw-thermal", "hw-thermal"})
-SAMPLE_INTERVAL_S = 0.005
 
 
 @dataclass(frozen=True)
