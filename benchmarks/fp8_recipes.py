@@ -46,8 +46,11 @@ from rocm_validate.workloads import fp8_recipes
 from rocm_validate.workloads.fp8_recipes import BLOCKS, FAULTS, RECIPES, TORCHAO_RECIPES
 from rocm_validate.workloads.shapes import training_dtype
 
-RESULTS_SCHEMA: dict[str, Any] = {"title": "fp8 recipe numerics", "type": "object",
-                                  "required": ["device", "scale", "dtype", "rows", "skipped"]}
+RESULTS_SCHEMA: dict[str, Any] = {
+    "title": "fp8 recipe numerics",
+    "type": "object",
+    "required": ["device", "scale", "dtype", "rows", "skipped"],
+}
 FAULTS_BY_LIBRARY = {"transformer_engine": ("zeroed-grad-tile", "output-x0.92")}  # TE keeps its scales in C++
 
 
@@ -86,7 +89,10 @@ def block_row(case: RecipeCase, device: DeviceInfo, torch_device: Any, fault: st
     comparisons: list[Comparison] = compare_recipe_parts(case, golden, reference, found, device.backend, device.arch)
     grads = [n for n in parts if n.startswith("grad.")]
     return {
-        "recipe": case.recipe.name, "block": case.kind, "fault": fault or "none", "compiled": case.compiled,
+        "recipe": case.recipe.name,
+        "block": case.kind,
+        "fault": fault or "none",
+        "compiled": case.compiled,
         "label": case.label,
         "parts": parts,
         "lowest_sqnr_db_vs_float64": {
@@ -112,7 +118,10 @@ def loss_row(case: RecipeCase, device: DeviceInfo, torch_device: Any, fault: str
 
     tolerance = tolerance_for(f"fp8_recipe.{case.kind}.loss", device.backend, device.arch, case.recipe.name)
     return {
-        "recipe": case.recipe.name, "block": case.kind, "fault": fault or "none", "label": case.label,
+        "recipe": case.recipe.name,
+        "block": case.kind,
+        "fault": fault or "none",
+        "label": case.label,
         "curves": curves,
         "relative_deviation": _db(deviation("candidate")),
         "reference_relative_deviation": _db(deviation("reference")),
@@ -128,8 +137,11 @@ def _floors(device: DeviceInfo) -> dict[str, Any]:
     for kind in BLOCKS:
         for part in ("out", "grad_input", "grad_weight", "tile", "loss"):
             tolerance = tolerance_for(f"fp8_recipe.{kind}.{part}", device.backend, device.arch)
-            floors[f"fp8_recipe.{kind}.{part}"] = {"min_sqnr_db": tolerance.min_sqnr_db, "rtol": tolerance.rtol,
-                                                   "source": tolerance.source}
+            floors[f"fp8_recipe.{kind}.{part}"] = {
+                "min_sqnr_db": tolerance.min_sqnr_db,
+                "rtol": tolerance.rtol,
+                "source": tolerance.source,
+            }
     return floors
 
 
@@ -167,10 +179,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="where to write the results (JSON)")
     parser.add_argument("--device", default=None, help="GPU index or 'cpu' (default: GPU 0, else the CPU)")
-    parser.add_argument("--tiny", action="store_true", help="the CPU-sized Llama (2 x 32 tokens) instead of the full one")
-    parser.add_argument("--dtype", default=None,
-                        help="the training dtype of the reference and the recipes (default: bfloat16 on a GPU, "
-                             "float32 on the CPU, where torchao ignores CPU autocast)")
+    parser.add_argument(
+        "--tiny", action="store_true", help="the CPU-sized Llama (2 x 32 tokens) instead of the full one"
+    )
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        help="the training dtype of the reference and the recipes (default: bfloat16 on a GPU, "
+        "float32 on the CPU, where torchao ignores CPU autocast)",
+    )
     parser.add_argument("--compiled", action="store_true", help="also torchao's recipes under torch.compile (FFN)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -188,19 +205,31 @@ def main(argv: list[str] | None = None) -> int:
         for fault in ("", *faults):
             row = block_row(case, device, torch_device, fault)
             rows.append(row)
-            print(f"{row['label']:<80} {row['fault']:<17} lowest dB vs float64 {row['lowest_sqnr_db_vs_float64']} "
-                  f"fails {len(row['failed_checks_at_current_floors'])} checks ({row['seconds']} s)", flush=True)
+            print(
+                f"{row['label']:<80} {row['fault']:<17} lowest dB vs float64 {row['lowest_sqnr_db_vs_float64']} "
+                f"fails {len(row['failed_checks_at_current_floors'])} checks ({row['seconds']} s)",
+                flush=True,
+            )
             if case.compiled:
                 torch._dynamo.reset()
                 continue
             loss = loss_row(case, device, torch_device, fault)
             losses.append(loss)
-            print(f"{'':<80} {loss['fault']:<17} loss deviation {loss['relative_deviation']} (bf16 "
-                  f"{loss['reference_relative_deviation']}, allowed {loss['allowed_relative_deviation']})", flush=True)
+            print(
+                f"{'':<80} {loss['fault']:<17} loss deviation {loss['relative_deviation']} (bf16 "
+                f"{loss['reference_relative_deviation']}, allowed {loss['allowed_relative_deviation']})",
+                flush=True,
+            )
     results = {
-        "device": device.to_dict(), "versions": _versions(), "scale": scale, "dtype": dtype,
-        "block_size": vars(fp8_recipes.block_size(scale)), "floors": _floors(device),
-        "rows": rows, "losses": losses, "skipped": skipped,
+        "device": device.to_dict(),
+        "versions": _versions(),
+        "scale": scale,
+        "dtype": dtype,
+        "block_size": vars(fp8_recipes.block_size(scale)),
+        "floors": _floors(device),
+        "rows": rows,
+        "losses": losses,
+        "skipped": skipped,
         "seconds": round(time.perf_counter() - started, 1),
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
     }

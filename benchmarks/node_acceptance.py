@@ -36,15 +36,30 @@ _PAIR = re.compile(r"^p2p\.gpu(\d+)-gpu(\d+)\.")
 def run_pytest(directory: Path, name: str, device: str, suites: str, extra: list[str]) -> dict[str, Any]:
     """One pytest run with its report and summary kept; its exit status, wall time and report."""
     report, summary = directory / f"{name}.json", directory / f"{name}.md"
-    command = [sys.executable, "-m", "pytest", f"--rocm-device={device}", f"--rocm-suite={suites}",
-               f"--rocm-report={report}", f"--rocm-summary={summary}", "-p", "no:cacheprovider", "-q", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        f"--rocm-device={device}",
+        f"--rocm-suite={suites}",
+        f"--rocm-report={report}",
+        f"--rocm-summary={summary}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *extra,
+    ]
     print("$ " + shlex.join(command), flush=True)
     started = time.perf_counter()
     status = subprocess.run(command, check=False, cwd=REPO).returncode
     wall = time.perf_counter() - started
     print(f"{name}: exit {status}, {wall:.0f} s wall", flush=True)
-    return {"command": shlex.join(command), "exit_status": status, "wall_s": round(wall, 1),
-            "report": json.loads(report.read_text()) if report.exists() else None}
+    return {
+        "command": shlex.join(command),
+        "exit_status": status,
+        "wall_s": round(wall, 1),
+        "report": json.loads(report.read_text()) if report.exists() else None,
+    }
 
 
 def outcomes_by_gpu(report: dict[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
@@ -63,8 +78,16 @@ def busbw_table(report: dict[str, Any]) -> list[dict[str, Any]]:
     for metric in report["metrics"]:
         extra = metric.get("extra") or {}
         if extra.get("collective"):
-            rows.append({"collective": extra["collective"], "bytes": extra["bytes"], "world": extra.get("world"),
-                         "busbw_gbps": metric["value"], "algbw_gbps": extra.get("algbw_gbps"), "verdict": metric["verdict"]})
+            rows.append(
+                {
+                    "collective": extra["collective"],
+                    "bytes": extra["bytes"],
+                    "world": extra.get("world"),
+                    "busbw_gbps": metric["value"],
+                    "algbw_gbps": extra.get("algbw_gbps"),
+                    "verdict": metric["verdict"],
+                }
+            )
     return sorted(rows, key=lambda r: (r["collective"], r["bytes"]))
 
 
@@ -84,12 +107,20 @@ def verdict_differences(single: dict[str, Any], node: dict[str, Any], gpu: int) 
     differences = []
     before = {t["nodeid"]: t["outcome"] for t in single["tests"]}
     for test in node["tests"]:
-        if (test.get("gpu") or {}).get("index") == gpu and test["nodeid"] in before and before[test["nodeid"]] != test["outcome"]:
+        if (
+            (test.get("gpu") or {}).get("index") == gpu
+            and test["nodeid"] in before
+            and before[test["nodeid"]] != test["outcome"]
+        ):
             differences.append(f"{test['nodeid']}: {before[test['nodeid']]} alone, {test['outcome']} in the node run")
     before_metrics = {m["name"]: m["verdict"] for m in single["metrics"]}
     for metric in node["metrics"]:
-        if (metric.get("gpu") or {}).get("index") == gpu and before_metrics.get(metric["name"], metric["verdict"]) != metric["verdict"]:
-            differences.append(f"{metric['name']}: {before_metrics[metric['name']]} alone, {metric['verdict']} in the node run")
+        if (metric.get("gpu") or {}).get("index") == gpu and before_metrics.get(
+            metric["name"], metric["verdict"]
+        ) != metric["verdict"]:
+            differences.append(
+                f"{metric['name']}: {before_metrics[metric['name']]} alone, {metric['verdict']} in the node run"
+            )
     return differences
 
 
@@ -99,9 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, required=True, help="folder for the reports and node-acceptance.json")
     parser.add_argument("--suites", default="correctness,perf,collectives")
-    parser.add_argument("--single", action="store_true", help="also run today's single-GPU run first and compare verdicts")
+    parser.add_argument(
+        "--single", action="store_true", help="also run today's single-GPU run first and compare verdicts"
+    )
     args = parser.parse_args(args_in[:split])
-    extra = args_in[split + 1:]
+    extra = args_in[split + 1 :]
     args.dir = args.dir.resolve()
     args.dir.mkdir(parents=True, exist_ok=True)
     runs: dict[str, Any] = {}
@@ -115,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     summary: dict[str, Any] = {
         "runs": {name: {k: v for k, v in run.items() if k != "report"} for name, run in runs.items()},
-        "gpus": [g["device"]["name"] + f" (GPU {g['device']['index']}, BDF {g['device'].get('pci_bus_id')})"
-                 for g in (node.get("node") or {}).get("gpus", [])],
+        "gpus": [
+            g["device"]["name"] + f" (GPU {g['device']['index']}, BDF {g['device'].get('pci_bus_id')})"
+            for g in (node.get("node") or {}).get("gpus", [])
+        ],
         "outcomes": outcomes_by_gpu(node),
         "below_peers": [p["message"] for p in node.get("peers", []) if p["verdict"] == "below-peers"],
         "busbw": busbw_table(node),

@@ -50,11 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{device.get('name')} ({device.get('arch')}), torch {device.get('torch_version')}")
     print(f"{'family':40} {'n':>4} {'fail':>4} {'ratio/k':>14} {'norm/k_norm':>16} {'sqnr/min':>14} {'bias/max':>12}")
     for name, row in rows.items():
-        def pair(value: str, bound: str) -> str:
+
+        def pair(value: str, bound: str, row: dict = row) -> str:
             v, b = row.get(value), row.get(bound)
             return f"{'-' if v is None else f'{v:.3g}'}/{'-' if b is None else f'{b:g}'}"
-        print(f"{name:40} {row['checks']:4} {row['failed']:4} {pair('ratio', 'k'):>14} {pair('norm_ratio', 'k_norm'):>16} "
-              f"{pair('sqnr_db', 'min_sqnr_db'):>14} {pair('bias', 'max_bias'):>12}")
+
+        print(
+            f"{name:40} {row['checks']:4} {row['failed']:4} {pair('ratio', 'k'):>14} {pair('norm_ratio', 'k_norm'):>16} "
+            f"{pair('sqnr_db', 'min_sqnr_db'):>14} {pair('bias', 'max_bias'):>12}"
+        )
     if args.out:
         args.out.write_text(json.dumps({"device": device, "families": rows}, indent=2, sort_keys=True) + "\n")
     return 0

@@ -56,8 +56,16 @@ def run_pytest(directory: Path, step: str, baselines: Path, extra: list[str]) ->
     """One perf-suite run; returns its exit status, its rocm-validate report and its wall time."""
     report = directory / f"{step}.json"
     command = [
-        sys.executable, "-m", "pytest", "--rocm-suite=perf", f"--rocm-baselines={baselines}", f"--rocm-report={report}",
-        "-p", "no:cacheprovider", "-q", *extra,
+        sys.executable,
+        "-m",
+        "pytest",
+        "--rocm-suite=perf",
+        f"--rocm-baselines={baselines}",
+        f"--rocm-report={report}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *extra,
     ]
     print("$ " + shlex.join(command), flush=True)
     started = time.perf_counter()
@@ -70,7 +78,9 @@ def run_pytest(directory: Path, step: str, baselines: Path, extra: list[str]) ->
 def must_catch(metric: Metric, threshold: gate.Threshold) -> bool:
     """A gated GPU-bound throughput: higher is better, a rate, neither informational nor host-side."""
     return (
-        metric.better == "higher" and metric.unit.endswith("/s") and not threshold.informational
+        metric.better == "higher"
+        and metric.unit.endswith("/s")
+        and not threshold.informational
         and threshold.detect_limit is None
     )
 
@@ -83,7 +93,9 @@ def legacy(threshold: gate.Threshold, reference: gate.Reference) -> tuple[gate.T
     )
 
 
-def rejudge(report: dict[str, Any], baselines: dict[str, Any], scale: float, old_gate: bool = False) -> dict[str, dict[str, Any]]:
+def rejudge(
+    report: dict[str, Any], baselines: dict[str, Any], scale: float, old_gate: bool = False
+) -> dict[str, dict[str, Any]]:
     """Every metric of a report judged again against `baselines` (entries by name) x `scale`;
     keyed by name, with ' [GPU i]' for a whole-node run's per-GPU metrics."""
     backend = (report.get("device") or {}).get("backend", "cuda")
@@ -99,8 +111,12 @@ def rejudge(report: dict[str, Any], baselines: dict[str, Any], scale: float, old
             threshold, reference = legacy(threshold, reference)
         judgement = gate.judge(metric, reference, threshold, "acceptance")
         judged[metric_title(metric)] = {
-            "verdict": judgement.verdict, "ratio": judgement.ratio, "allowed": judgement.allowed,
-            "detectable": judgement.detectable, "basis": judgement.basis, "must_catch": must_catch(metric, threshold),
+            "verdict": judgement.verdict,
+            "ratio": judgement.ratio,
+            "allowed": judgement.allowed,
+            "detectable": judgement.detectable,
+            "basis": judgement.basis,
+            "must_catch": must_catch(metric, threshold),
         }
     return judged
 
@@ -115,7 +131,9 @@ def _baseline_entries(folder: Path, device_key: str) -> dict[str, Any]:
 def _step_record(directory: Path, extra: list[str], runs: int) -> bool:
     ok = True
     for index in range(1, runs + 1):
-        status, report, wall = run_pytest(directory, f"record{index}", directory / "baselines", ["--update-baselines", *extra])
+        status, report, wall = run_pytest(
+            directory, f"record{index}", directory / "baselines", ["--update-baselines", *extra]
+        )
         refused = [m["name"] for m in report["metrics"] if m["verdict"] not in ("updated", "folded")]
         print(f"record{index}: {len(report['metrics'])} metrics, not recorded: {refused or 'none'}; wall {wall:.0f} s")
         ok = ok and status == 0 and not refused
@@ -131,7 +149,9 @@ def _step_aa(directory: Path, extra: list[str], runs: int) -> bool:
     start = len(_aa_reports(directory)) + 1
     for index in range(start, start + runs):
         status, report, _ = run_pytest(directory, f"aa{index}", directory / "baselines", extra)
-        failed = [f"{m['name']} ({m['verdict']}, ratio {m['ratio']})" for m in report["metrics"] if m["verdict"] in FAILING]
+        failed = [
+            f"{m['name']} ({m['verdict']}, ratio {m['ratio']})" for m in report["metrics"] if m["verdict"] in FAILING
+        ]
         failures += len(failed) + (status != 0)
         print(f"aa{index}: {len(failed)} failed metrics {failed}")
     return failures == 0
@@ -155,14 +175,18 @@ def detection(directory: Path, folders: dict[str, Path]) -> dict[str, Any]:
 def _judge_detection(results: dict[str, Any]) -> bool:
     ok = True
     for key, judged in sorted(results.items()):
-        label, run, scale, which = key.split("/")
+        _label, _run, scale, which = key.split("/")
         must = {name: j for name, j in judged.items() if j["must_catch"]}
         if scale == "x1":
             false = sorted(name for name, j in must.items() if j["verdict"] in FAILING)
             print(f"{key}: A/A, {len(false)} false failures of {len(must)} {false or ''}")
             ok = ok and (which == "before" or not false)
         else:
-            missed = sorted(f"{name} ({j['ratio']:.3f} vs band {1 - j['allowed']:.3f})" for name, j in must.items() if j["verdict"] not in FAILING)
+            missed = sorted(
+                f"{name} ({j['ratio']:.3f} vs band {1 - j['allowed']:.3f})"
+                for name, j in must.items()
+                if j["verdict"] not in FAILING
+            )
             print(f"{key}: caught {len(must) - len(missed)} of {len(must)}; missed: {missed or 'none'}")
             ok = ok and (which == "before" or not missed)
     return ok
@@ -183,7 +207,12 @@ def updated_clock_noise(data: dict[str, Any]) -> dict[str, Any]:
         return data
     sd = clock.get("sd_mhz", (clock["max_mhz"] - clock["min_mhz"]) / 4)
     mean_error = mean_clock_error(sd, clock["mean_mhz"], clock["readings"])
-    clock = {**clock, "per_clock_dispersion": per_clock_noise_estimate(data["dispersion"], mean_error, clock.get("per_clock_dispersion"))}
+    clock = {
+        **clock,
+        "per_clock_dispersion": per_clock_noise_estimate(
+            data["dispersion"], mean_error, clock.get("per_clock_dispersion")
+        ),
+    }
     return {**data, "extra": {**data["extra"], "clock": clock}}
 
 
@@ -191,25 +220,39 @@ def _provenance(device: dict[str, Any], created: str) -> dict[str, Any]:
     """What PerfContext.provenance records, from a report's device."""
     runtime = {"rocm": "HIP", "cuda": "CUDA"}.get(device.get("backend", ""))
     return {
-        "date": created, "device_name": device.get("name"), "torch": device.get("torch_version"),
+        "date": created,
+        "device_name": device.get("name"),
+        "torch": device.get("torch_version"),
         "runtime": f"{runtime} {device['runtime_version']}" if runtime and device.get("runtime_version") else None,
-        "driver": device.get("driver_version"), "libraries": dict(device.get("libraries") or {}), "git_commit": None,
+        "driver": device.get("driver_version"),
+        "libraries": dict(device.get("libraries") or {}),
+        "git_commit": None,
         "telemetry": None,
     }
 
 
-def fold_reports(reports: list[dict[str, Any]], start: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+def fold_reports(
+    reports: list[dict[str, Any]], start: dict[str, dict[str, Any]] | None = None
+) -> dict[str, dict[str, Any]]:
     """Baseline entries folded from the passing metrics of `reports`, in order, by decide_update,
     onto the entries `start` (none: a new file)."""
     entries: dict[str, dict[str, Any]] = dict(start or {})
     for report in reports:
         backend = report["device"]["backend"]
         for data in map(updated_clock_noise, report["metrics"]):
-            if data["verdict"] in FAILING or data["verdict"] in ("invalid", "refused", "noisy") or data.get("value") is None:
+            if (
+                data["verdict"] in FAILING
+                or data["verdict"] in ("invalid", "refused", "noisy")
+                or data.get("value") is None
+            ):
                 continue
             clock = (data.get("extra") or {}).get("clock") or {}
             entry = BaselineEntry(
-                data["value"], data["unit"], data["better"], data.get("dispersion"), data.get("samples"),
+                data["value"],
+                data["unit"],
+                data["better"],
+                data.get("dispersion"),
+                data.get("samples"),
                 _provenance(report["device"], report["created"]),
                 stored_clock(clock),
             )
@@ -219,7 +262,9 @@ def fold_reports(reports: list[dict[str, Any]], start: dict[str, dict[str, Any]]
     return entries
 
 
-def _judge_report(report: dict[str, Any], entries: dict[str, Any], scale: float, old_gate: bool = False) -> dict[str, dict[str, Any]]:
+def _judge_report(
+    report: dict[str, Any], entries: dict[str, Any], scale: float, old_gate: bool = False
+) -> dict[str, dict[str, Any]]:
     return rejudge({**report, "metrics": [updated_clock_noise(m) for m in report["metrics"]]}, entries, scale, old_gate)
 
 
@@ -265,7 +310,10 @@ def _step_summary(directory: Path, out: Path) -> bool:
             "duration_s": round(sum(t["duration_s"] for t in report["tests"]), 1),
             "metrics": {
                 m["name"]: {
-                    **{k: m.get(k) for k in ("value", "unit", "baseline", "ratio", "threshold", "detectable", "verdict")},
+                    **{
+                        k: m.get(k)
+                        for k in ("value", "unit", "baseline", "ratio", "threshold", "detectable", "verdict")
+                    },
                     "basis": (m.get("extra") or {}).get("gate", {}).get("basis"),
                     "clock_mhz": (m.get("extra") or {}).get("clock", {}).get("mean_mhz"),
                     "capped_share": (m.get("extra") or {}).get("clock", {}).get("capped_share"),
@@ -290,12 +338,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("step", choices=("record", "aa", "detect", "crossval", "fold", "summary"))
     parser.add_argument("--dir", type=Path, required=True, help="working folder (baselines and reports)")
-    parser.add_argument("--runs", type=int, default=None, help="record: runs folded (default 2); aa: reruns (default 3)")
-    parser.add_argument("--baselines", type=Path, help="detect: another baselines folder to judge against (the committed one)")
+    parser.add_argument(
+        "--runs", type=int, default=None, help="record: runs folded (default 2); aa: reruns (default 3)"
+    )
+    parser.add_argument(
+        "--baselines", type=Path, help="detect: another baselines folder to judge against (the committed one)"
+    )
     parser.add_argument("--out", type=Path, help="summary: the JSON file to write; fold: the baselines folder")
-    parser.add_argument("--reports", type=Path, nargs="+", help="crossval / fold: run reports (default: DIR's record and aa runs)")
-    parser.add_argument("--onto", type=Path, help="fold: the baselines folder whose entries the runs fold onto (default: none)")
-    parser.add_argument("--drop", nargs="+", default=[], metavar="PATTERN", help="fold: --onto entries to drop first (a changed measurement)")
+    parser.add_argument(
+        "--reports", type=Path, nargs="+", help="crossval / fold: run reports (default: DIR's record and aa runs)"
+    )
+    parser.add_argument(
+        "--onto", type=Path, help="fold: the baselines folder whose entries the runs fold onto (default: none)"
+    )
+    parser.add_argument(
+        "--drop",
+        nargs="+",
+        default=[],
+        metavar="PATTERN",
+        help="fold: --onto entries to drop first (a changed measurement)",
+    )
     args = parser.parse_args(own)
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.step == "record":

@@ -20,9 +20,10 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -81,7 +82,12 @@ def raw_rate(fn: Callable[[], Any], seconds: float = 0.1, repeats: int = 5, warm
 
 
 def compare(
-    label: str, work: float, unit_scale: float, suite_fn: Callable[[], Any], warm_fn: Callable[[], Any], plan: TimingPlan
+    label: str,
+    work: float,
+    unit_scale: float,
+    suite_fn: Callable[[], Any],
+    warm_fn: Callable[[], Any],
+    plan: TimingPlan,
 ) -> dict[str, Any]:
     """One row: raw loops before and after the suite's measurement (under the suite's plan), and
     the ratios. Raw loops warm up as long as the plan does, so both see the same clock regime."""
@@ -137,8 +143,14 @@ def main(argv: list[str] | None = None) -> int:
             kernel = gemm_kernel(dtype, target)
             first = rotation.sets[0]
             rows.append(
-                compare(f"gemm.{dtype}.{m}x{n}x{k}", gemm_flops(m, n, k), 1e12,
-                        lambda: kernel(*rotation.next()), lambda: kernel(*first), gemm_plan)
+                compare(
+                    f"gemm.{dtype}.{m}x{n}x{k}",
+                    gemm_flops(m, n, k),
+                    1e12,
+                    lambda kernel=kernel, rotation=rotation: kernel(*rotation.next()),
+                    lambda kernel=kernel, first=first: kernel(*first),
+                    gemm_plan,
+                )
             )
             rotation = first = None  # free this shape's operands before the next one
             torch.cuda.empty_cache()

@@ -56,7 +56,18 @@ while time.monotonic() < deadline:
 def run_pytest(directory: Path, step: str, args: list[str], extra: list[str]) -> tuple[int, dict[str, Any], float]:
     """One pytest run in the repository; returns its exit status, its report and its wall time."""
     report = directory / f"{step}.json"
-    command = [sys.executable, "-m", "pytest", *args, f"--rocm-report={report}", "-p", "no:cacheprovider", "-q", "-rs", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *args,
+        f"--rocm-report={report}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+        *extra,
+    ]
     print("$ " + shlex.join(command), flush=True)
     started = time.perf_counter()
     status = subprocess.run(command, cwd=REPO, check=False).returncode
@@ -86,7 +97,11 @@ def _failed(report: dict[str, Any]) -> list[dict[str, Any]]:
 def judge_contended(report: dict[str, Any], pid: int) -> dict[str, Any]:
     """Every regressed metric attributed to contention, naming the loader's pid."""
     regressed = [m for m in report.get("metrics", []) if m["verdict"] == "regressed"]
-    wrong = [m["name"] for m in regressed if (m.get("extra") or {}).get("attribution") != "contention" or f"pid {pid} " not in m["message"]]
+    wrong = [
+        m["name"]
+        for m in regressed
+        if (m.get("extra") or {}).get("attribution") != "contention" or f"pid {pid} " not in m["message"]
+    ]
     categories = sorted({t["category"] for t in _failed(report)})
     return {
         "regressed": len(regressed),
@@ -117,8 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     own = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, required=True, help="working folder for the reports")
-    parser.add_argument("--device", default="cuda:0", help="the GPU the loader runs on (default cuda:0: the one the suites validate)")
-    parser.add_argument("--out", type=Path, help="also write the summary here (e.g. benchmarks/results/triage-<device key>.json)")
+    parser.add_argument(
+        "--device", default="cuda:0", help="the GPU the loader runs on (default cuda:0: the one the suites validate)"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="also write the summary here (e.g. benchmarks/results/triage-<device key>.json)"
+    )
     args = parser.parse_args(own)
     args.dir.mkdir(parents=True, exist_ok=True)
     perf = ["--rocm-suite=perf", "-k", PERF_TESTS]
@@ -130,21 +149,42 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         loader.terminate()
         loader.wait(timeout=60)
-    steps["contended"] = {"exit_status": status, "wall_s": round(wall, 1), "loader_pid": loader.pid, **judge_contended(report, loader.pid)}
+    steps["contended"] = {
+        "exit_status": status,
+        "wall_s": round(wall, 1),
+        "loader_pid": loader.pid,
+        **judge_contended(report, loader.pid),
+    }
 
     status, report, wall = run_pytest(args.dir, "clean", perf, extra)
-    steps["clean"] = {"exit_status": status, "wall_s": round(wall, 1), "failed": [t["nodeid"] for t in _failed(report)],
-                      "verdict": report.get("verdict"), "ok": status == 0}
+    steps["clean"] = {
+        "exit_status": status,
+        "wall_s": round(wall, 1),
+        "failed": [t["nodeid"] for t in _failed(report)],
+        "verdict": report.get("verdict"),
+        "ok": status == 0,
+    }
 
     status, report, wall = run_pytest(args.dir, "preflight", ["--rocm-suite=preflight"], extra)
     findings = [f for t in report.get("tests", []) for f in t.get("findings", [])]
-    steps["preflight"] = {"exit_status": status, "wall_s": round(wall, 1), "findings": findings, "verdict": report.get("verdict"),
-                          "ok": bool(report.get("tests")) and wall < 120}
+    steps["preflight"] = {
+        "exit_status": status,
+        "wall_s": round(wall, 1),
+        "findings": findings,
+        "verdict": report.get("verdict"),
+        "ok": bool(report.get("tests")) and wall < 120,
+    }
 
     level = ["--rocm-level=extended"]
-    status, report, wall = run_pytest(args.dir, "repeatability", ["--rocm-suite=correctness", "-k", "repeatability or memory_pattern", *level], extra)
-    steps["repeatability"] = {"exit_status": status, "wall_s": round(wall, 1), "stated_seconds": STATED_SECONDS,
-                              **judge_repeatability(report, STATED_SECONDS)}
+    status, report, wall = run_pytest(
+        args.dir, "repeatability", ["--rocm-suite=correctness", "-k", "repeatability or memory_pattern", *level], extra
+    )
+    steps["repeatability"] = {
+        "exit_status": status,
+        "wall_s": round(wall, 1),
+        "stated_seconds": STATED_SECONDS,
+        **judge_repeatability(report, STATED_SECONDS),
+    }
 
     summary = {"device": report.get("device"), "steps": steps, "ok": all(s["ok"] for s in steps.values())}
     text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
@@ -153,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
     for name, step in steps.items():
-        print(f"{name}: {'ok' if step['ok'] else 'FAILED'} (exit {step['exit_status']}, {step['wall_s']} s)", flush=True)
+        print(
+            f"{name}: {'ok' if step['ok'] else 'FAILED'} (exit {step['exit_status']}, {step['wall_s']} s)", flush=True
+        )
     return 0 if summary["ok"] else 1
 
 

@@ -8,7 +8,8 @@ This module imports only the standard library, pytest and torch-free project mod
 
 from __future__ import annotations
 
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -103,7 +104,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines + (node.header_lines(state, node.REQUESTED_WORKERS_KEY in config.stash) if touched else [])
 
 
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Assign each test its suite and level; deselect (not skip) tests of suites not selected
     and tests above the run's level; give every selected test its timeout; run the preflight
@@ -131,7 +131,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             deselected.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-    items[:] = sorted(selected, key=lambda i: run_order(i.stash[SUITE_KEY], i.get_closest_marker(RUN_LAST_MARKER) is not None))
+    items[:] = sorted(
+        selected, key=lambda i: run_order(i.stash[SUITE_KEY], i.get_closest_marker(RUN_LAST_MARKER) is not None)
+    )
 
 
 def _timeout_note(item: pytest.Item) -> str:
@@ -173,10 +175,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if report.failed and "Timeout (>" in report.longreprtext:
         report.sections.append(("rocm-validate: timeout", _timeout_note(item)))
-    if call.excinfo is not None and call.excinfo.errisinstance(requirements.NotValidated):
-        if run_state(item.config).settings.strict:
-            report.outcome = "failed"
-            report.longrepr = f"{call.excinfo.value.msg} (--rocm-strict: a check that was not validated fails)"
+    not_validated = call.excinfo is not None and call.excinfo.errisinstance(requirements.NotValidated)
+    if not_validated and run_state(item.config).settings.strict:
+        report.outcome = "failed"
+        report.longrepr = f"{call.excinfo.value.msg} (--rocm-strict: a check that was not validated fails)"
     categorize(item, report, call.excinfo.value if call.excinfo else None, item.stash.get(SUITE_KEY, None))
     pending = item.stash.get(PENDING_METRICS_KEY, [])
     if call.when == "call" and pending:

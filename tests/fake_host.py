@@ -16,7 +16,12 @@ class FakeGpu:
     address: str = "0000:0c:00.0"
     vendor: str = "0x1002"
     pci_class: str = MI300X_CLASS
-    link: tuple[str, str, str, str] = ("32.0 GT/s PCIe", "16", "32.0 GT/s PCIe", "16")  # current speed, width, max speed, width
+    link: tuple[str, str, str, str] = (
+        "32.0 GT/s PCIe",
+        "16",
+        "32.0 GT/s PCIe",
+        "16",
+    )  # current speed, width, max speed, width
     ras: dict[str, str] | None = field(default_factory=lambda: {"umc": "ue: 0\nce: 0\n", "gfx": "ue: 0\nce: 0\n"})
     firmware: dict[str, str] = field(default_factory=lambda: {"mec": "0x0000009d", "sos": "0x00270082"})
 
@@ -40,7 +45,7 @@ class FakeHost:
             "proc/cpuinfo": f"processor\t: 0\nvendor_id\t: {self.cpu_vendor}\n",
             "proc/meminfo": "MemTotal:       2113464960 kB\nHugePages_Total:       0\n",
             "proc/self/limits": f"Limit                     Soft Limit           Hard Limit           Units\n"
-                                f"Max locked memory         {self.memlock}            {self.memlock}            bytes\n",
+            f"Max locked memory         {self.memlock}            {self.memlock}            bytes\n",
             "proc/sys/kernel/osrelease": "6.8.0-45-generic",
             "dev/kmsg": self.kmsg,
         }
@@ -52,7 +57,9 @@ class FakeHost:
                 base = f"sys/bus/pci/devices/{gpu.address}"
                 files[f"{base}/vendor"] = gpu.vendor
                 files[f"{base}/class"] = gpu.pci_class
-                for name, value in zip(("current_link_speed", "current_link_width", "max_link_speed", "max_link_width"), gpu.link):
+                for name, value in zip(
+                    ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width"), gpu.link
+                ):
                     files[f"{base}/{name}"] = value
                 for block, text in (gpu.ras or {}).items():
                     files[f"{base}/ras/{block}_err_count"] = text

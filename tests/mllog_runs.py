@@ -7,8 +7,9 @@ Timestamps are given, so minutes-to-train are exact.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mlperf_logging.mllog import constants
 

@@ -30,7 +30,11 @@ def test_amd_smi_static_json_of_rocm_6_0_reads_the_dict_shaped_cache_table_and_v
 
 def test_amd_smi_static_json_of_rocm_6_1_reads_value_unit_sizes_and_the_cache_list():
     first = amd_tools.parse_amd_smi_static_json(read("amd-smi-static-mi300x-rocm6.1.json"))[0]
-    assert (first.memory_bytes, first.l2_cache_bytes, first.last_level_cache_bytes) == (196592 * MIB, 4 * MIB, 256 * MIB)
+    assert (first.memory_bytes, first.l2_cache_bytes, first.last_level_cache_bytes) == (
+        196592 * MIB,
+        4 * MIB,
+        256 * MIB,
+    )
     assert (first.driver_version, first.compute_partition, first.errors) == ("6.7.0", "SPX", ())
 
 
@@ -77,7 +81,9 @@ def test_a_section_of_an_unexpected_shape_is_unavailable_whatever_its_type():
     assert [e.split(": ")[2].split(" is ")[0] for e in gpu.errors] == ["section 'asic'", "section 'vram'"]
 
 
-@pytest.mark.parametrize("text", ["", "{not json", "42", "WARNING: User is missing the following required groups: render."])
+@pytest.mark.parametrize(
+    "text", ["", "{not json", "42", "WARNING: User is missing the following required groups: render."]
+)
 def test_unreadable_amd_smi_output_is_a_named_error(text):
     with pytest.raises(ToolOutputError, match="amd-smi"):
         amd_tools.parse_amd_smi_static_json(text)
@@ -85,7 +91,16 @@ def test_unreadable_amd_smi_output_is_a_named_error(text):
 
 def test_amd_smi_asks_only_for_the_sections_discovery_reads():
     assert amd_tools.AMD_SMI_STATIC_JSON == (
-        "amd-smi", "static", "--asic", "--bus", "--vram", "--cache", "--partition", "--driver", "--clock", "--json"
+        "amd-smi",
+        "static",
+        "--asic",
+        "--bus",
+        "--vram",
+        "--cache",
+        "--partition",
+        "--driver",
+        "--clock",
+        "--json",
     )
 
 
@@ -94,7 +109,12 @@ def test_amd_smi_asks_only_for_the_sections_discovery_reads():
 
 def test_amd_smi_static_text_reads_the_same_facts_as_its_json():
     first, second = amd_tools.parse_amd_smi_static_text(read("amd-smi-static-mi300x-rocm7.txt"))
-    assert (first.arch, first.compute_units, first.memory_bytes, first.bdf) == ("gfx942", 304, 196592 * MIB, "0000:5c:00.0")
+    assert (first.arch, first.compute_units, first.memory_bytes, first.bdf) == (
+        "gfx942",
+        304,
+        196592 * MIB,
+        "0000:5c:00.0",
+    )
     assert (first.l2_cache_bytes, first.last_level_cache_bytes, first.max_clock_mhz) == (4 * MIB, 256 * MIB, 2100)
     assert (first.compute_partition, first.memory_partition, first.driver_version) == ("SPX", "NPS1", "6.12.12")
     assert second.l2_cache_bytes is None
@@ -193,14 +213,29 @@ def test_rocminfo_without_agents_is_a_named_error():
 def test_amdsmi_package_dicts_become_facts():
     # amdsmi_get_gpu_asic_info as an MI308X prints it (gpustack issue 4123): a cut-down part, 80 CUs
     asic = {
-        "market_name": "AMD Instinct MI308X OAM", "vendor_id": "0x1002", "vendor_name": "Advanced Micro Devices Inc. [AMD/ATI]",
-        "subvendor_id": "0x1002", "device_id": "0x74a2", "rev_id": "0x00", "asic_serial": "0xC027D079FACA2939", "oam_id": 0,
-        "num_compute_units": 80, "target_graphics_version": "gfx942", "subsystem_id": "0x74a2",
+        "market_name": "AMD Instinct MI308X OAM",
+        "vendor_id": "0x1002",
+        "vendor_name": "Advanced Micro Devices Inc. [AMD/ATI]",
+        "subvendor_id": "0x1002",
+        "device_id": "0x74a2",
+        "rev_id": "0x00",
+        "asic_serial": "0xC027D079FACA2939",
+        "oam_id": 0,
+        "num_compute_units": 80,
+        "target_graphics_version": "gfx942",
+        "subsystem_id": "0x74a2",
     }
     cache = {"cache": [{"cache_properties": ["DATA_CACHE", "SIMD_CACHE"], "cache_size": 4096, "cache_level": 2}]}
     facts = amd_tools.facts_from_amdsmi(
-        0, asic, bdf="0000:0C:00.0", driver={"driver_version": "6.10.5"}, vram={"vram_size": 196592}, cache=cache,
-        clock={"clk": 132, "max_clk": 2100}, compute_partition="SPX", memory_partition="NPS1",
+        0,
+        asic,
+        bdf="0000:0C:00.0",
+        driver={"driver_version": "6.10.5"},
+        vram={"vram_size": 196592},
+        cache=cache,
+        clock={"clk": 132, "max_clk": 2100},
+        compute_partition="SPX",
+        memory_partition="NPS1",
     )
     assert (facts.arch, facts.compute_units, facts.bdf) == ("gfx942", 80, "0000:0c:00.0")
     assert (facts.memory_bytes, facts.l2_cache_bytes, facts.max_clock_mhz) == (196592 * MIB, 4 * MIB, 2100)
@@ -261,7 +296,9 @@ def test_merging_fills_gaps_and_keeps_the_primary_values():
 
 def test_merging_keeps_both_tools_errors_and_the_partition_with_its_source():
     broken = amd_tools.parse_amd_smi_static_json(read("amd-smi-static-broken-rocm6.4.json"))[0]
-    sysfs = amd_tools.AmdGpuFacts(source="sysfs", compute_partition="CPX", partition_source="sysfs", errors=("sysfs: x",))
+    sysfs = amd_tools.AmdGpuFacts(
+        source="sysfs", compute_partition="CPX", partition_source="sysfs", errors=("sysfs: x",)
+    )
     merged = amd_tools.merge_facts(amd_tools.AmdGpuFacts(source="rocminfo"), sysfs)
     assert (merged.compute_partition, merged.partition_source) == ("CPX", "sysfs")
     assert amd_tools.merge_facts(broken, sysfs).errors == (*broken.errors, "sysfs: x")

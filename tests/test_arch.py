@@ -84,7 +84,9 @@ def test_default_rocm_blas_is_hipblaslt_only_when_every_visible_gpu_supports_it(
     assert capabilities.default_rocm_blas(archs, rocm) == library
 
 
-@pytest.mark.parametrize(("value", "library"), [("0", "rocblas"), ("OFF", "rocblas"), ("1", "hipblaslt"), ("", "hipblaslt")])
+@pytest.mark.parametrize(
+    ("value", "library"), [("0", "rocblas"), ("OFF", "rocblas"), ("1", "hipblaslt"), ("", "hipblaslt")]
+)
 def test_torch_blas_prefer_hipblaslt_0_forces_rocblas(value, library):
     assert capabilities.default_rocm_blas(["gfx942"], "6.4.0", prefer_hipblaslt=value) == library
 
@@ -117,7 +119,12 @@ def test_rocm_attention_on_an_unsupported_arch_is_math_only():
 
 
 def test_cuda_attention_offers_cudnn_on_hopper():
-    assert capabilities.attention_backends("cuda", "sm_90", True, True, True) == ("math", "flash", "mem_efficient", "cudnn")
+    assert capabilities.attention_backends("cuda", "sm_90", True, True, True) == (
+        "math",
+        "flash",
+        "mem_efficient",
+        "cudnn",
+    )
 
 
 def test_cuda_attention_without_flash_compiled_in_keeps_the_others():
@@ -132,7 +139,13 @@ def test_cuda_attention_without_flash_compiled_in_keeps_the_others():
         ("rocm", "AMD Instinct MI300X", "gfx942", ("CPX", "NPS4"), "amd-instinct-mi300x-gfx942-cpx-nps4"),
         ("rocm", "AMD Instinct MI355X", "gfx950", (None, None), "amd-instinct-mi355x-gfx950"),
         ("cuda", "NVIDIA H100 80GB HBM3", "sm_90", (None, None), "nvidia-h100-80gb-hbm3-sm90"),
-        ("cpu", "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.0GHz", "x", (None, None), "cpu-intel-xeon-platinum-8480-2-0ghz"),
+        (
+            "cpu",
+            "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.0GHz",
+            "x",
+            (None, None),
+            "cpu-intel-xeon-platinum-8480-2-0ghz",
+        ),
     ],
 )
 def test_device_keys_are_stable_and_file_name_safe(backend, name, isa, partitions, key):

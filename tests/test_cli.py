@@ -61,7 +61,9 @@ def test_devices_from_a_saved_folder_describes_the_node_in_text(tmp_path, capsys
 
 
 def test_devices_from_a_saved_folder_prints_json_in_the_devices_schema(tmp_path, capsys):
-    folder = _bundle(tmp_path / "node", **{"rocminfo.txt": "rocminfo-mi300x-2gpu.txt", "rocm-smi.txt": "rocm-smi-a-mi300x-sriov.txt"})
+    folder = _bundle(
+        tmp_path / "node", **{"rocminfo.txt": "rocminfo-mi300x-2gpu.txt", "rocm-smi.txt": "rocm-smi-a-mi300x-sriov.txt"}
+    )
     assert cli.main(["devices", "--from", str(folder), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert jsonfile.schema_errors(data, DEVICES_SCHEMA) == []
@@ -127,9 +129,13 @@ def test_bundle_saves_the_outputs_that_devices_from_then_reads(tmp_path, capsys,
     assert [(d["arch"], d["compute_units"], d["compute_partition"]) for d in devices] == [("gfx942", 304, "SPX")] * 2
 
 
-def test_bundle_on_a_node_without_any_gpu_tool_is_a_one_line_error_with_the_manifest_kept(tmp_path, capsys, monkeypatch):
+def test_bundle_on_a_node_without_any_gpu_tool_is_a_one_line_error_with_the_manifest_kept(
+    tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert cli.main(["bundle", str(tmp_path / "node")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("rocm-validate bundle: error: no GPU tool printed anything (amd-smi, nvidia-smi, rocm-smi, rocminfo)")
+    assert err.startswith(
+        "rocm-validate bundle: error: no GPU tool printed anything (amd-smi, nvidia-smi, rocm-smi, rocminfo)"
+    )
     assert {o["status"] for o in json.loads((tmp_path / "node" / "bundle.json").read_text())["outputs"]} == {"missing"}

@@ -21,9 +21,27 @@ def _free_port() -> int:
 
 def _two_nodes(tmp_path: Path, *extra: str) -> tuple[list[int], dict, str]:
     """Start two torchrun agents (--nnodes 2, one process each) and wait for both."""
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", "rocm-validate-test",
-                "-m", "rocm_validate.collectives", "--out", str(tmp_path / "report.json"), *QUICK, *extra]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{_free_port()}",
+        "--rdzv-id",
+        "rocm-validate-test",
+        "-m",
+        "rocm_validate.collectives",
+        "--out",
+        str(tmp_path / "report.json"),
+        *QUICK,
+        *extra,
+    ]
     logs = [tmp_path / f"node{n}.log" for n in range(2)]
     agents = [subprocess.Popen(torchrun, stdout=log.open("w"), stderr=subprocess.STDOUT) for log in logs]
     try:
@@ -43,7 +61,13 @@ def test_two_torchrun_nodes_run_the_collectives_and_rank_0_writes_the_report(tmp
     codes, report, output = _two_nodes(tmp_path)
     assert codes == [0, 0], output[-3000:]
     assert report["passed"] and [r["rank"] for r in report["ranks"]] == [0, 1]
-    assert {s["op"] for s in report["steps"]} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"}
+    assert {s["op"] for s in report["steps"]} == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "all_to_all",
+        "broadcast",
+    }
     assert all(s["world"] == 2 and s["busbw_gbps"] > 0 for s in report["steps"])
     assert "rocm-validate collectives: passed; wrote" in output
 
@@ -59,7 +83,14 @@ def test_a_wrong_result_on_the_other_node_is_gathered_into_rank_0s_report_and_fa
 
 def test_a_bad_option_of_the_entry_point_is_a_usage_error_before_any_rendezvous() -> None:
     env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1", "PATH": ""}
-    done = subprocess.run([sys.executable, "-m", "rocm_validate.collectives", "--sizes", "4 parsecs"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "rocm_validate.collectives", "--sizes", "4 parsecs"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
-    assert done.stderr.startswith("rocm-validate collectives: '4 parsecs' is not a size; expected bytes or a number with KiB")
+    assert done.stderr.startswith(
+        "rocm-validate collectives: '4 parsecs' is not a size; expected bytes or a number with KiB"
+    )

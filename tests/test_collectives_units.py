@@ -31,7 +31,13 @@ from rocm_validate.results.sizes import parse_size, size_label
 
 @pytest.mark.parametrize(
     "op, factor",
-    [("all_reduce", 2 * 7 / 8), ("all_gather", 7 / 8), ("reduce_scatter", 7 / 8), ("all_to_all", 7 / 8), ("broadcast", 1.0)],
+    [
+        ("all_reduce", 2 * 7 / 8),
+        ("all_gather", 7 / 8),
+        ("reduce_scatter", 7 / 8),
+        ("all_to_all", 7 / 8),
+        ("broadcast", 1.0),
+    ],
 )
 def test_bus_bandwidth_factors_are_those_of_nccl_tests(op, factor):
     assert bus_factor(op, 8) == pytest.approx(factor)
@@ -47,14 +53,18 @@ def test_an_unknown_collective_has_no_factor():
         bus_factor("gather", 2)
 
 
-@pytest.mark.parametrize("text, nbytes", [("4KiB", 4096), ("256MiB", 256 * 2**20), ("1gib", 2**30), ("64M", 64 * 2**20), ("4096", 4096)])
+@pytest.mark.parametrize(
+    "text, nbytes", [("4KiB", 4096), ("256MiB", 256 * 2**20), ("1gib", 2**30), ("64M", 64 * 2**20), ("4096", 4096)]
+)
 def test_sizes_read_and_print_in_binary_units(text, nbytes):
     assert parse_size(text) == nbytes
     assert parse_size(size_label(nbytes)) == nbytes
 
 
 def test_a_bad_size_says_what_a_size_looks_like():
-    with pytest.raises(ValueError, match=r"'12 parsecs' is not a size; expected bytes or a number with KiB, MiB or GiB"):
+    with pytest.raises(
+        ValueError, match=r"'12 parsecs' is not a size; expected bytes or a number with KiB, MiB or GiB"
+    ):
         parse_size("12 parsecs")
 
 
@@ -63,7 +73,12 @@ def _cvs(smaller, larger):
 
 
 def test_a_drop_of_more_than_five_percent_to_the_next_size_is_a_dip_and_a_smaller_one_is_not():
-    points = [BandwidthPoint(2**20, 100.0), BandwidthPoint(2**24, 200.0), BandwidthPoint(2**28, 185.0), BandwidthPoint(2**30, 180.0)]
+    points = [
+        BandwidthPoint(2**20, 100.0),
+        BandwidthPoint(2**24, 200.0),
+        BandwidthPoint(2**28, 185.0),
+        BandwidthPoint(2**30, 180.0),
+    ]
     dips = find_dips(points, _cvs)
     assert [(d.smaller.nbytes, d.larger.nbytes) for d in dips] == [(2**24, 2**28)]
     assert dips[0].message("all_reduce") == (
@@ -122,9 +137,11 @@ def test_one_gpu_is_not_a_group_and_the_skip_says_how_to_select_more():
 
 def _rank(rank: int, seconds: list[float], mismatch: str | None = None, error: str | None = None) -> dict:
     return {
-        "rank": rank, "steps": [{"op": "all_reduce", "bytes": 4096, "mismatch": mismatch, "seconds": seconds}],
+        "rank": rank,
+        "steps": [{"op": "all_reduce", "bytes": 4096, "mismatch": mismatch, "seconds": seconds}],
         "p2p": [{"src": 0, "dst": 1, "bytes": 64, "mismatch": None, "seconds": [seconds[0] * 2]}],
-        "error": error, "at": "broadcast 4KiB" if error else None,
+        "error": error,
+        "at": "broadcast 4KiB" if error else None,
     }
 
 
@@ -137,14 +154,18 @@ def test_a_steps_time_is_the_mean_over_ranks_per_round_and_its_noise_the_spread_
 
 
 def test_a_wrong_result_names_its_rank_and_fails_the_run():
-    outcome = summarize([_rank(0, [1e-3]), _rank(1, [1e-3], mismatch="3 / 1024 elements differ")], ["rank 0", "rank 1 on GPU 3"], "nccl")
+    outcome = summarize(
+        [_rank(0, [1e-3]), _rank(1, [1e-3], mismatch="3 / 1024 elements differ")], ["rank 0", "rank 1 on GPU 3"], "nccl"
+    )
     assert outcome.data_failures("all_reduce") == ["all_reduce 4KiB: rank 1 on GPU 3: 3 / 1024 elements differ"]
     assert not outcome.passed
 
 
 def test_a_rank_with_no_result_is_named_before_the_ranks_it_stopped():
     outcome = summarize(
-        [_rank(0, [1e-3], error="RuntimeError: timed out"), None], ["rank 0", "rank 1"], "gloo",
+        [_rank(0, [1e-3], error="RuntimeError: timed out"), None],
+        ["rank 0", "rank 1"],
+        "gloo",
         {1: "hung in broadcast 4KiB: still running after the other ranks gave up waiting"},
     )
     assert outcome.problems == (
@@ -163,8 +184,8 @@ def test_the_expected_results_are_what_the_collectives_compute_from_every_ranks_
     assert torch.equal(payloads.expected("broadcast", 2, world, count, "cpu"), sent[0])
     gathered = torch.cat([payloads.pattern(r, chunk, "cpu") for r in range(world)])
     assert torch.equal(payloads.expected("all_gather", 0, world, count, "cpu"), gathered)
-    assert torch.equal(payloads.expected("reduce_scatter", 2, world, count, "cpu"), sum(sent)[2 * chunk:])
-    exchanged = torch.cat([s[1 * chunk:2 * chunk] for s in sent])
+    assert torch.equal(payloads.expected("reduce_scatter", 2, world, count, "cpu"), sum(sent)[2 * chunk :])
+    exchanged = torch.cat([s[1 * chunk : 2 * chunk] for s in sent])
     assert torch.equal(payloads.expected("all_to_all", 1, world, count, "cpu"), exchanged)
 
 

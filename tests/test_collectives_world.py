@@ -26,14 +26,24 @@ QUICK = dataclasses.replace(CPU_PLAN, sizes=(4096, 65536), warmup=0, iters=2, ro
 
 def test_the_suite_passes_at_world_size_2_over_gloo_and_records_bus_bandwidth(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
-        str(REPO / "suites" / "collectives"), f"--rootdir={REPO}", "--rocm-suite=collectives", "--rocm-device=cpu",
-        f"--rocm-baselines={pytester.mkdir('baselines')}", f"--rocm-report={pytester.path / 'report.json'}",
-        "-p", "no:cacheprovider", "-rs",
+        str(REPO / "suites" / "collectives"),
+        f"--rootdir={REPO}",
+        "--rocm-suite=collectives",
+        "--rocm-device=cpu",
+        f"--rocm-baselines={pytester.mkdir('baselines')}",
+        f"--rocm-report={pytester.path / 'report.json'}",
+        "-p",
+        "no:cacheprovider",
+        "-rs",
     )
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and outcomes.get("failed", 0) == 0, result.stdout.str()[-3000:]
     assert outcomes["passed"] == 11 and outcomes["skipped"] == 6, outcomes  # no baselines yet: gated tests skip
-    result.stdout.fnmatch_lines(["*no baseline for collective.all_reduce.2ranks.4kib, *; run pytest --rocm-suite=collectives --update-baselines*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*no baseline for collective.all_reduce.2ranks.4kib, *; run pytest --rocm-suite=collectives --update-baselines*"
+        ]
+    )
     report = json.loads((pytester.path / "report.json").read_text())
     names = {m["name"] for m in report["metrics"]}
     assert {"collective.all_reduce.2ranks.1mib", "collective.all_to_all.2ranks.4kib", "p2p.rank0-rank1.64kib"} <= names
@@ -41,7 +51,7 @@ def test_the_suite_passes_at_world_size_2_over_gloo_and_records_bus_bandwidth(py
     assert busbw["unit"] == "GB/s" and busbw["value"] > 0 and busbw["extra"]["collective"] == "all_reduce"
 
 
-PLANTED = '''
+PLANTED = """
 import dataclasses
 
 import pytest
@@ -52,7 +62,7 @@ from rocm_validate.collectives.plan import Fault
 @pytest.fixture(scope="session")
 def collective_plan(collective_plan):
     return dataclasses.replace(collective_plan, faults=(Fault("all_reduce", 1, "corrupt"),))
-'''
+"""
 
 
 def test_a_planted_wrong_all_reduce_on_one_rank_fails_naming_that_rank(pytester: pytest.Pytester) -> None:
@@ -60,12 +70,16 @@ def test_a_planted_wrong_all_reduce_on_one_rank_fails_naming_that_rank(pytester:
     (folder / "collectives").mkdir()
     (folder / "collectives" / "test_collectives.py").write_text(SUITE.read_text())
     (folder / "collectives" / "conftest.py").write_text(PLANTED)
-    result = pytester.runpytest("suites/collectives", "--rocm-device=cpu", "-k", "expected_result", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "suites/collectives", "--rocm-device=cpu", "-k", "expected_result", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=4, failed=1)
-    result.stdout.fnmatch_lines([
-        "*all_reduce gave the wrong result:",
-        "*all_reduce 4KiB: rank 1 on the CPU: 147 / 1024 elements differ (14.4%); first at index 0: expected 15, found 16*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*all_reduce gave the wrong result:",
+            "*all_reduce 4KiB: rank 1 on the CPU: 147 / 1024 elements differ (14.4%); first at index 0: expected 15, found 16*",
+        ]
+    )
     assert "rank 0 on the CPU:" not in result.stdout.str()
 
 
@@ -98,9 +112,13 @@ def test_a_rank_that_hangs_is_named_within_the_timeout_and_the_group_is_ended(tm
 def test_a_rank_that_dies_ends_the_group_and_is_named_first(tmp_path: Path) -> None:
     plan = dataclasses.replace(QUICK, ops=("broadcast",), faults=(Fault("broadcast", 1, "exit"),))
     outcome = launch(plan, cpu_world(3), os.environ, tmp_path)
-    assert outcome.problems[0].startswith("rank 1 on the CPU: died with exit status 17 in broadcast 4092B")  # 1023 floats: 3 equal chunks
+    assert outcome.problems[0].startswith(
+        "rank 1 on the CPU: died with exit status 17 in broadcast 4092B"
+    )  # 1023 floats: 3 equal chunks
     assert len(outcome.problems) == 3 and "incomplete" not in outcome.problems[0]
-    assert outcome.incomplete("broadcast", 2).startswith("broadcast was not measured on every rank: rank 1 on the CPU: died")
+    assert outcome.incomplete("broadcast", 2).startswith(
+        "broadcast was not measured on every rank: rank 1 on the CPU: died"
+    )
 
 
 def test_a_wrong_peer_to_peer_copy_names_the_pair(tmp_path: Path) -> None:
@@ -120,8 +138,13 @@ def _closed_port() -> int:
 def test_an_unreachable_rendezvous_is_a_clear_error_within_the_timeout_not_a_hang() -> None:
     env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_closed_port())}
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "rocm_validate.collectives", "--timeout", "2"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "rocm_validate.collectives", "--timeout", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and time.monotonic() - start < 60
     assert f"rank 1 of 2 could not join the rendezvous at 127.0.0.1:{env['MASTER_PORT']} within 2 s" in done.stderr
     assert "Check MASTER_ADDR / MASTER_PORT (torchrun: --rdzv-endpoint)" in done.stderr
@@ -129,7 +152,9 @@ def test_an_unreachable_rendezvous_is_a_clear_error_within_the_timeout_not_a_han
 
 def test_the_rank_program_started_without_a_launcher_says_how_to_start_it() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    done = subprocess.run([sys.executable, "-m", "rocm_validate.collectives"], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "rocm_validate.collectives"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2
     assert "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set: start the ranks with torchrun" in done.stderr
 
@@ -141,8 +166,12 @@ def test_one_gpu_skips_the_suite_with_the_need_and_the_fix(pytester: pytest.Pyte
     (suites / "collectives" / "test_collectives.py").write_text(SUITE.read_text())
     result = pytester.runpytest("--rocm-suite=collectives", "--rocm-device=0", "-p", "no:cacheprovider", "-rs")
     result.assert_outcomes(skipped=17)
-    result.stdout.fnmatch_lines(["*17 skipped: needs two or more GPUs for collectives, found 1 (GPU 0 (BDF *)); "
-                                 "select several with --rocm-device=all or a list such as --rocm-device=0,1*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*17 skipped: needs two or more GPUs for collectives, found 1 (GPU 0 (BDF *)); "
+            "select several with --rocm-device=all or a list such as --rocm-device=0,1*"
+        ]
+    )
 
 
 @pytest.mark.parametrize("value", ["1", "x", "17"])

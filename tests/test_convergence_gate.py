@@ -14,7 +14,13 @@ from rocm_validate.convergence.rcps import build_rcp, load_rcp, rcp_path, write_
 from rocm_validate.errors import JsonFileError, RcpUnavailable
 from rocm_validate.platform.devices import DeviceInfo
 
-RECORD = {"batch_size": 128, "mean": 10_000.0, "stdev": 800.0, "min_acceptable_mean": 9_400.0, "max_speedup": 10_000 / 9_400}
+RECORD = {
+    "batch_size": 128,
+    "mean": 10_000.0,
+    "stdev": 800.0,
+    "min_acceptable_mean": 9_400.0,
+    "max_speedup": 10_000 / 9_400,
+}
 SPEC = PRESETS["cpu"]
 
 
@@ -92,7 +98,9 @@ def test_another_official_failure_is_reported_as_no_verdict():
 
 
 def fake_device(**changes):
-    base = DeviceInfo(backend="rocm", index=0, name="AMD Instinct MI210", arch="gfx90a", device_key="amd-instinct-mi210-gfx90a")
+    base = DeviceInfo(
+        backend="rocm", index=0, name="AMD Instinct MI210", arch="gfx90a", device_key="amd-instinct-mi210-gfx90a"
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -129,14 +137,16 @@ def test_rcps_live_beside_the_perf_baselines_in_their_own_folder(tmp_path):
 
 def test_written_rcps_read_back_for_the_same_definition(tmp_path):
     path = rcp_path(tmp_path, "cpu-x")
-    write_rcp(path, build_rcp(SPEC, [960, 2240, 1440, 1280], "rocm-validate test", "2026-01-01T00:00:00+00:00", "CPU x"))
+    write_rcp(
+        path, build_rcp(SPEC, [960, 2240, 1440, 1280], "rocm-validate test", "2026-01-01T00:00:00+00:00", "CPU x")
+    )
     stored = load_rcp(path, SPEC, "record-it")
     assert stored.samples == (960, 2240, 1440, 1280) and stored.batch_size == SPEC.batch_size
     assert list(json.loads(path.read_text())) == [f"bert_ref_{SPEC.batch_size}"]
 
 
 def test_a_missing_rcp_file_names_the_command_that_records_it(tmp_path):
-    with pytest.raises(RcpUnavailable, match="no mini-BERT RCPs for this device at .*; record them with: record-it"):
+    with pytest.raises(RcpUnavailable, match=r"no mini-BERT RCPs for this device at .*; record them with: record-it"):
         load_rcp(rcp_path(tmp_path, "cpu-x"), SPEC, "record-it")
 
 
@@ -179,8 +189,17 @@ def _check(tmp_path, device_file: dict | None):
     path = rcp_path(tmp_path, "cpu-test")
     if device_file is not None:
         write_rcp(path, device_file)
-    return MiniBertCheck(spec=spec, device=None, torch_device=None, rcp_file=path, record_command="record",
-                         seeds=spec.seeds, workdir=tmp_path, ruleset="5.0.0", progress=lambda line, final: None)
+    return MiniBertCheck(
+        spec=spec,
+        device=None,
+        torch_device=None,
+        rcp_file=path,
+        record_command="record",
+        seeds=spec.seeds,
+        workdir=tmp_path,
+        ruleset="5.0.0",
+        progress=lambda line, final: None,
+    )
 
 
 def test_without_rcps_of_its_own_a_device_checks_against_the_shipped_ones(tmp_path):

@@ -20,7 +20,9 @@ from rocm_validate.platform.devices import DeviceInfo
 
 SPEC = PRESETS["cpu"]
 SEEDS = 3
-CPU = DeviceInfo(backend="cpu", index=None, name="test cpu", arch="test cpu", device_key="cpu-test", torch_version=torch.__version__)
+CPU = DeviceInfo(
+    backend="cpu", index=None, name="test cpu", arch="test cpu", device_key="cpu-test", torch_version=torch.__version__
+)
 
 
 def test_the_corpus_is_the_same_on_every_generation():

@@ -12,8 +12,8 @@ from mllog_runs import spread, write_run, write_set
 from mlperf_logging.rcp_checker import rcp_checker  # noqa: F401
 from transformers.models.bert import modeling_bert  # noqa: F401
 
-import rocm_validate.convergence.check  # noqa: F401
-import rocm_validate.convergence.rcps  # noqa: F401 - pytester's in-process runs drop the modules they import: a
+import rocm_validate.convergence.check
+import rocm_validate.convergence.rcps
 
 # second import of torch crashes, and a second rocm_validate.results.jsonfile has another JsonFileError class
 from rocm_validate.convergence.plugin import ProgressLine
@@ -56,14 +56,22 @@ def test_mlperf_results_that_fail_the_rcp_check_fail_the_set_test_with_the_check
 def test_without_results_the_mlperf_tests_skip_saying_what_they_need(suite):
     result = run_suite(suite, "-k", "mlperf")
     result.assert_outcomes(skipped=3)
-    result.stdout.fnmatch_lines(["SKIPPED*needs --rocm-mlperf-results=DIR (a folder of MLPerf result_*.txt files), found none"])
+    result.stdout.fnmatch_lines(
+        ["SKIPPED*needs --rocm-mlperf-results=DIR (a folder of MLPerf result_*.txt files), found none"]
+    )
 
 
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        ("--rocm-mlperf-results={path}/nowhere", "*--rocm-mlperf-results=*nowhere': no such folder; expected a folder of MLPerf result_*.txt files"),
-        ("--rocm-ruleset=4.2", "*--rocm-ruleset='4.2': unknown MLPerf training ruleset '4.2'; mlperf-logging has 1.0.0, *"),
+        (
+            "--rocm-mlperf-results={path}/nowhere",
+            "*--rocm-mlperf-results=*nowhere': no such folder; expected a folder of MLPerf result_*.txt files",
+        ),
+        (
+            "--rocm-ruleset=4.2",
+            "*--rocm-ruleset='4.2': unknown MLPerf training ruleset '4.2'; mlperf-logging has 1.0.0, *",
+        ),
         ("--rocm-convergence-seeds=2", "*--rocm-convergence-seeds='2': expected a whole number of seeds, at least 3*"),
         ("--rocm-mlperf-rcp={path}/missing.json", "*--rocm-mlperf-rcp=*missing.json: file not found*"),
     ],
@@ -110,7 +118,9 @@ def test_missing_rcps_skip_with_the_command_that_records_them(suite, no_shipped_
 def test_missing_rcps_fail_under_strict(suite, no_shipped_rcps):
     result = run_suite(suite, "--rocm-strict", CHECK_REFERENCE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*no mini-BERT RCPs for this device at * (--rocm-strict: a check that was not validated fails)"])
+    result.stdout.fnmatch_lines(
+        ["*no mini-BERT RCPs for this device at * (--rocm-strict: a check that was not validated fails)"]
+    )
 
 
 def cpu_rcp_file(baselines):
@@ -126,7 +136,9 @@ def test_a_corrupt_rcp_file_is_a_usage_error_naming_the_file_once(suite):
     path.write_text('{"bert_ref_32": ')
     result = run_suite(suite, f"--rocm-baselines={baselines}", CHECK_REFERENCE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: {path} is not valid JSON*; it may be truncated or hand-edited. Record them again with: pytest *"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: {path} is not valid JSON*; it may be truncated or hand-edited. Record them again with: pytest *"]
+    )
     output = result.stdout.str() + result.stderr.str()
     assert output.count("is not valid JSON") == 1 and "Traceback" not in output and "During handling" not in output
 
@@ -136,7 +148,9 @@ def test_recording_rcps_then_checking_the_reference_runs_the_whole_path(suite):
     common = (f"--rocm-baselines={baselines}", "--rocm-convergence-seeds=3")
     recorded = run_suite(suite, *common, "--update-baselines", "-k", RECORD)
     recorded.assert_outcomes(passed=1)
-    recorded.stdout.fnmatch_lines(["reference seed 1/6: converged at step *, * samples (eval accuracy *", "reference seed 6/6: *"])
+    recorded.stdout.fnmatch_lines(
+        ["reference seed 1/6: converged at step *, * samples (eval accuracy *", "reference seed 6/6: *"]
+    )
     recorded.stdout.fnmatch_lines(["mini_bert.reference.samples_to_converge * samples * updated"])
     rcps = json.loads(cpu_rcp_file(baselines).read_text())
     assert len(next(iter(rcps.values()))["Epochs to converge"]) == 6
@@ -194,7 +208,10 @@ def test_progress_in_a_log_keeps_only_the_line_ending_each_run_past_the_capture(
     reporter = FakeReporter(isatty=False)
     config = FakeConfig(reporter)
     show(ProgressLine(config))
-    assert reporter.calls == [("newline",), ("line", "reference seed 1/3: converged at step 30, 960 samples (eval accuracy 0.3203, 1.3 s)")]
+    assert reporter.calls == [
+        ("newline",),
+        ("line", "reference seed 1/3: converged at step 30, 960 samples (eval accuracy 0.3203, 1.3 s)"),
+    ]
     assert config.capture.suspended == 1
 
 

@@ -40,8 +40,13 @@ def round_up_to_bf16(values: torch.Tensor) -> torch.Tensor:
 
 def test_a_bf16_gemm_that_truncates_instead_of_rounding_fails_on_its_bias_alone():
     golden, reference = _bf16_gemm_problem()
-    result = compare("gemm.bfloat16 [truncating epilogue]", truncate_to_bf16(golden), golden,
-                     tolerance_for("gemm.bfloat16", "cuda", "sm_90"), reference)
+    result = compare(
+        "gemm.bfloat16 [truncating epilogue]",
+        truncate_to_bf16(golden),
+        golden,
+        tolerance_for("gemm.bfloat16", "cuda", "sm_90"),
+        reference,
+    )
     assert result.mismatches == 0, "every element is within one ulp: only the bias test can catch this"
     assert not result.passed and not result.bias_ok and result.bias_direction == "towards zero"
     assert "lean towards zero" in result.message() and "Systematic error:" in result.message()
@@ -49,22 +54,31 @@ def test_a_bf16_gemm_that_truncates_instead_of_rounding_fails_on_its_bias_alone(
 
 def test_a_bf16_gemm_that_rounds_up_fails_leaning_high():
     golden, reference = _bf16_gemm_problem(1)
-    result = compare("gemm.bfloat16 [rounding up]", round_up_to_bf16(golden), golden,
-                     tolerance_for("gemm.bfloat16", "rocm", "gfx942"), reference)
+    result = compare(
+        "gemm.bfloat16 [rounding up]",
+        round_up_to_bf16(golden),
+        golden,
+        tolerance_for("gemm.bfloat16", "rocm", "gfx942"),
+        reference,
+    )
     assert result.mismatches == 0 and not result.passed and result.bias_direction == "high"
 
 
 def test_a_gemm_output_scaled_down_by_one_part_in_2048_fails_the_bias_test():
     golden, reference = _bf16_gemm_problem(2)
     shrunk = (golden * (1 - 2**-11)).to(torch.bfloat16)
-    result = compare("gemm.bfloat16 [scaled by 1 - 2^-11]", shrunk, golden, tolerance_for("gemm.bfloat16", "cpu"), reference)
+    result = compare(
+        "gemm.bfloat16 [scaled by 1 - 2^-11]", shrunk, golden, tolerance_for("gemm.bfloat16", "cpu"), reference
+    )
     assert not result.passed and result.bias_direction == "towards zero"
 
 
 def test_correct_rounding_shows_no_significant_bias():
     golden, reference = _bf16_gemm_problem(3)
     noisy = (golden + torch.randn_like(golden) * golden.abs() * 2**-12).to(torch.bfloat16)
-    result = compare("gemm.bfloat16 [healthy]", noisy, golden, tolerance_for("gemm.bfloat16", "cuda", "sm_90"), reference)
+    result = compare(
+        "gemm.bfloat16 [healthy]", noisy, golden, tolerance_for("gemm.bfloat16", "cuda", "sm_90"), reference
+    )
     assert result.passed and result.bias < 0.15, result.message()
 
 
@@ -101,7 +115,9 @@ def test_every_sdpa_row_passes_a_result_as_good_as_the_reference(row):
 
 def test_a_gradient_scaled_by_09_fails_the_norm_bound_on_cuda():
     golden, reference = _attention_like(7)
-    result = compare("sdpa.flash.grad_q [x0.9]", golden * 0.9, golden, tolerance_for("sdpa.flash.grad_q", "cuda", "sm_90"), reference)
+    result = compare(
+        "sdpa.flash.grad_q [x0.9]", golden * 0.9, golden, tolerance_for("sdpa.flash.grad_q", "cuda", "sm_90"), reference
+    )
     assert not result.passed and not result.norm_ok
     assert "error norm" in result.headline() and "Error norm: candidate" in result.message()
 
@@ -153,7 +169,9 @@ def test_a_layer_result_off_by_a_few_reference_errors_everywhere_fails_the_norm_
 
 def test_the_margins_record_says_how_close_each_bound_came():
     golden, reference = _bf16_gemm_problem(4)
-    recorded = margins(compare("gemm.bfloat16 [margins]", reference, golden, tolerance_for("gemm.bfloat16", "cpu"), reference))
+    recorded = margins(
+        compare("gemm.bfloat16 [margins]", reference, golden, tolerance_for("gemm.bfloat16", "cpu"), reference)
+    )
     assert recorded["passed"] and recorded["ratio"] == 1.0 and recorded["norm_ratio"] == 1.0
     assert recorded["k"] == 8 and recorded["k_norm"] == 4 and recorded["max_bias"] == 0.15
 
@@ -166,6 +184,8 @@ def test_a_projects_own_rule_is_consulted_before_the_package_table():
 
 def test_assert_passed_reports_a_bias_failure_with_its_numbers():
     golden, reference = _bf16_gemm_problem(5)
-    result = compare("gemm.bfloat16 [truncating]", truncate_to_bf16(golden), golden, tolerance_for("gemm.bfloat16", "cpu"), reference)
+    result = compare(
+        "gemm.bfloat16 [truncating]", truncate_to_bf16(golden), golden, tolerance_for("gemm.bfloat16", "cpu"), reference
+    )
     with pytest.raises(AssertionError, match=r"1 of 1 checks failed[\s\S]*standard errors"):
         assert_passed([result])

@@ -110,8 +110,11 @@ def test_a_shape_mismatch_is_a_failure_naming_both_shapes():
 
 def test_assert_passed_lists_every_failed_check():
     golden = torch.zeros(4)
-    results = [compare("a", golden + 1, golden, EXACT), compare("b", golden, golden, EXACT),
-               compare("c", golden - 1, golden, EXACT)]
+    results = [
+        compare("a", golden + 1, golden, EXACT),
+        compare("b", golden, golden, EXACT),
+        compare("c", golden - 1, golden, EXACT),
+    ]
     with pytest.raises(AssertionError) as failure:
         assert_passed(results)
     text = str(failure.value)

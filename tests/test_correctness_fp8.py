@@ -148,8 +148,11 @@ def test_a_malformed_recipe_is_refused(bad):
 
 def _model() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
-                               torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Linear(48, 3, bias=False)))
+    return torch.nn.Sequential(
+        torch.nn.Linear(32, 64),
+        torch.nn.GELU(),
+        torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Linear(48, 3, bias=False)),
+    )
 
 
 def test_convert_replaces_every_linear_and_keeps_its_parameters():
@@ -246,8 +249,14 @@ def test_an_unknown_matmul_mode_is_refused():
 
 @pytest.mark.parametrize(
     "backend, arch_name, runtime, supported",
-    [("cuda", "sm_90", "13.0", True), ("cuda", "sm_89", "12.4", False), ("rocm", "gfx942", "6.4.1", True),
-     ("rocm", "gfx942", "6.3.0", False), ("rocm", "gfx90a", "7.0", False), ("cpu", "x86", None, True)],
+    [
+        ("cuda", "sm_90", "13.0", True),
+        ("cuda", "sm_89", "12.4", False),
+        ("rocm", "gfx942", "6.4.1", True),
+        ("rocm", "gfx942", "6.3.0", False),
+        ("rocm", "gfx90a", "7.0", False),
+        ("cpu", "x86", None, True),
+    ],
 )
 def test_rowwise_scaled_mm_support_follows_arch_and_runtime(backend, arch_name, runtime, supported):
     assert capabilities.scaled_mm_supported(backend, arch_name, runtime, "rowwise") is supported
@@ -260,9 +269,16 @@ def test_rowwise_scaled_mm_gives_bf16_only_on_gpus():
 
 
 def _gpu(arch_name: str, runtime: str = "6.4.1") -> DeviceInfo:
-    return DeviceInfo(backend="rocm", index=0, name="AMD Instinct", arch=arch_name, device_key="k",
-                      runtime_version=runtime, fp8_formats=capabilities.fp8_formats("rocm", arch_name),
-                      scaled_mm=capabilities.scaled_mm_supported("rocm", arch_name, runtime))
+    return DeviceInfo(
+        backend="rocm",
+        index=0,
+        name="AMD Instinct",
+        arch=arch_name,
+        device_key="k",
+        runtime_version=runtime,
+        fp8_formats=capabilities.fp8_formats("rocm", arch_name),
+        scaled_mm=capabilities.scaled_mm_supported("rocm", arch_name, runtime),
+    )
 
 
 def test_scaled_mm_skips_say_what_is_needed_and_what_was_found():

@@ -36,9 +36,14 @@ def test_reference_adamw_equals_torch_adamw_in_float64():
     c = AdamWConfig(lr=1e-2, weight_decay=0.1)
     start = initial_params(PARAM_SHAPES, seed=0)
     _assert_same_run(
-        lambda ps: torch.optim.AdamW(ps, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, weight_decay=c.weight_decay,
-                                     foreach=False),
-        ReferenceAdamW(start, c), start, gradient_stream(PARAM_SHAPES, 20, seed=0), 1e-13)
+        lambda ps: torch.optim.AdamW(
+            ps, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, weight_decay=c.weight_decay, foreach=False
+        ),
+        ReferenceAdamW(start, c),
+        start,
+        gradient_stream(PARAM_SHAPES, 20, seed=0),
+        1e-13,
+    )
 
 
 def test_reference_lamb_without_weight_decay_or_clipping_is_adam():
@@ -48,7 +53,11 @@ def test_reference_lamb_without_weight_decay_or_clipping_is_adam():
     grads = [[g / 1000 for g in step] for step in gradient_stream(PARAM_SHAPES, 5, seed=1)]
     _assert_same_run(
         lambda ps: torch.optim.Adam(ps, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, foreach=False),
-        ReferenceLamb(start, c), start, grads, 1e-12)
+        ReferenceLamb(start, c),
+        start,
+        grads,
+        1e-12,
+    )
 
 
 def test_reference_lamb_clips_the_global_gradient_norm():
@@ -71,7 +80,9 @@ def test_reference_lamb_scales_the_update_by_the_trust_ratio():
 
 
 def test_fused_and_foreach_adamw_pass_on_the_cpu():
-    results = check_adamw("fused", "float32", "cpu", "cpu", "x86") + check_adamw("foreach", "bfloat16", "cpu", "cpu", "x86")
+    results = check_adamw("fused", "float32", "cpu", "cpu", "x86") + check_adamw(
+        "foreach", "bfloat16", "cpu", "cpu", "x86"
+    )
     assert all(r.passed for r in results)
     assert len(results) == 2 * 3 * len(PARAM_SHAPES)
 
@@ -88,8 +99,9 @@ class _LambStandIn(torch.optim.Optimizer):
     def __init__(self, params, config: LambConfig, lr_error: float = 1.0) -> None:
         super().__init__(params, {})
         self.params = list(params)
-        self.inner = ReferenceLamb(self.params, LambConfig(**{**config.__dict__, "lr": config.lr * lr_error}),
-                                   dtype=torch.float32)
+        self.inner = ReferenceLamb(
+            self.params, LambConfig(**{**config.__dict__, "lr": config.lr * lr_error}), dtype=torch.float32
+        )
 
     def step(self, closure=None):
         self.inner.step([p.grad for p in self.params])
@@ -100,6 +112,8 @@ class _LambStandIn(torch.optim.Optimizer):
 
 def test_the_lamb_check_passes_a_correct_lamb_and_names_a_wrong_one():
     assert all(r.passed for r in check_lamb(lambda ps, c: _LambStandIn(ps, c), "cpu", "cpu", "x86"))
-    wrong = [r for r in check_lamb(lambda ps, c: _LambStandIn(ps, c, lr_error=1.01), "cpu", "cpu", "x86") if not r.passed]
+    wrong = [
+        r for r in check_lamb(lambda ps, c: _LambStandIn(ps, c, lr_error=1.01), "cpu", "cpu", "x86") if not r.passed
+    ]
     assert wrong and wrong[0].check.startswith("lamb.param[0]") and "Mismatched elements" in wrong[0].message()
     assert math.isfinite(wrong[0].candidate_error)

@@ -23,14 +23,27 @@ from rocm_validate.workloads.shapes import (
 
 
 def _device(backend: str, arch_name: str, attention: tuple[str, ...]) -> DeviceInfo:
-    return DeviceInfo(backend=backend, index=None if backend == "cpu" else 0, name="test device", arch=arch_name,
-                      device_key="k", attention_backends=attention, preferred_blas="mkl" if backend == "cpu" else None)
+    return DeviceInfo(
+        backend=backend,
+        index=None if backend == "cpu" else 0,
+        name="test device",
+        arch=arch_name,
+        device_key="k",
+        attention_backends=attention,
+        preferred_blas="mkl" if backend == "cpu" else None,
+    )
 
 
 @pytest.mark.parametrize(
     "choice, backend, library",
-    [("blaslt", "rocm", "hipblaslt"), ("blas", "rocm", "rocblas"), ("blaslt", "cuda", "cublaslt"),
-     ("blas", "cuda", "cublas"), ("default", "rocm", None), ("blaslt", "cpu", None)],
+    [
+        ("blaslt", "rocm", "hipblaslt"),
+        ("blas", "rocm", "rocblas"),
+        ("blaslt", "cuda", "cublaslt"),
+        ("blas", "cuda", "cublas"),
+        ("default", "rocm", None),
+        ("blaslt", "cpu", None),
+    ],
 )
 def test_a_blas_choice_names_the_platforms_library(choice, backend, library):
     assert blas_library(choice, backend) == library
@@ -69,7 +82,10 @@ def test_attention_runs_real_sizes_on_gpus_and_fp32_on_the_cpu():
 def test_attention_backend_skips_name_what_the_device_has():
     mi300 = _device("rocm", "gfx942", capabilities.attention_backends("rocm", "gfx942", True, True, False))
     assert attention_skip_reason("flash", mi300) is None
-    assert attention_skip_reason("cudnn", mi300) == "needs the cudnn SDPA backend, found math, flash, mem_efficient on gfx942"
+    assert (
+        attention_skip_reason("cudnn", mi300)
+        == "needs the cudnn SDPA backend, found math, flash, mem_efficient on gfx942"
+    )
 
 
 def test_named_cases_cover_the_known_bug_classes():

@@ -110,7 +110,9 @@ def test_asking_for_the_cpu_on_purpose_validates_it_whatever_the_build():
     ],
 )
 def test_the_device_error_names_the_option_or_variable_the_user_set(wanted, source, env, named):
-    with pytest.raises(DeviceError, match=f"^{named}, but no usable GPU was found \\(torch 2.13.0\\+cpu is a CPU-only build\\)"):
+    with pytest.raises(
+        DeviceError, match=f"^{named}, but no usable GPU was found \\(torch 2.13.0\\+cpu is a CPU-only build\\)"
+    ):
         devices.select_device([fake_devices.cpu()], wanted, source, env)
 
 
@@ -129,8 +131,16 @@ def test_automatic_selection_prefers_the_first_gpu_then_the_cpu():
 
 def _fake_rocm_torch(monkeypatch: pytest.MonkeyPatch, compute_units: int = 304) -> None:
     props = SimpleNamespace(
-        name="AMD Instinct MI300X", major=9, minor=4, total_memory=206141652992, multi_processor_count=compute_units,
-        gcnArchName="gfx942:sramecc+:xnack-", L2_cache_size=4194304, pci_bus_id=0x22, pci_device_id=0, pci_domain_id=0,
+        name="AMD Instinct MI300X",
+        major=9,
+        minor=4,
+        total_memory=206141652992,
+        multi_processor_count=compute_units,
+        gcnArchName="gfx942:sramecc+:xnack-",
+        L2_cache_size=4194304,
+        pci_bus_id=0x22,
+        pci_device_id=0,
+        pci_domain_id=0,
     )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
@@ -240,7 +250,9 @@ def test_without_vendor_tools_the_partition_modes_come_from_sysfs(monkeypatch, t
     assert gpu.device_key == "amd-instinct-mi300x-gfx942-cpx-nps4" and "sysfs" in gpu.sources
 
 
-def test_without_tools_or_sysfs_the_compute_mode_is_inferred_from_the_cu_count_and_said_so(monkeypatch, tmp_path, broken_amdsmi):
+def test_without_tools_or_sysfs_the_compute_mode_is_inferred_from_the_cu_count_and_said_so(
+    monkeypatch, tmp_path, broken_amdsmi
+):
     _fake_rocm_torch(monkeypatch, compute_units=38)
     monkeypatch.setenv("PATH", str(tmp_path))
     gpu = devices.discover_devices(env={})[0]
@@ -252,11 +264,20 @@ def test_without_tools_or_sysfs_the_compute_mode_is_inferred_from_the_cu_count_a
 def test_a_cut_down_part_is_not_taken_for_a_partition():
     info = fake_devices.mi300x()
     torch_facts = devices.TorchGpuFacts(
-        index=0, name="AMD Instinct MI308X OAM", major=9, minor=4, total_memory=info.memory_bytes, multi_processor_count=80,
+        index=0,
+        name="AMD Instinct MI308X OAM",
+        major=9,
+        minor=4,
+        total_memory=info.memory_bytes,
+        multi_processor_count=80,
         gcn_arch_name="gfx942:sramecc+:xnack-",
     )
     gpu = devices.build_gpu_info(torch_facts, fake_devices.rocm_stack("6.4.1", ("gfx942",)), {})
-    assert (gpu.compute_partition, gpu.partition_source, gpu.device_key) == (None, None, "amd-instinct-mi308x-oam-gfx942")
+    assert (gpu.compute_partition, gpu.partition_source, gpu.device_key) == (
+        None,
+        None,
+        "amd-instinct-mi308x-oam-gfx942",
+    )
 
 
 def test_library_choice_variables_are_recorded_with_the_visibility_variables():
@@ -272,7 +293,12 @@ def test_library_choice_variables_are_recorded_with_the_visibility_variables():
 
 def test_the_blas_and_attention_fallbacks_follow_the_variables_when_torch_does_not_say():
     facts = devices.TorchGpuFacts(
-        index=0, name="AMD Instinct MI300X", major=9, minor=4, total_memory=1, multi_processor_count=304,
+        index=0,
+        name="AMD Instinct MI300X",
+        major=9,
+        minor=4,
+        total_memory=1,
+        multi_processor_count=304,
         gcn_arch_name="gfx942:sramecc+:xnack-",
     )
     stack = fake_devices.rocm_stack("6.4.1", ("gfx942",))
@@ -291,7 +317,7 @@ def test_the_blas_and_attention_libraries_torch_reports_are_read_back(monkeypatc
     assert (gpu.preferred_blas, gpu.attention_library) == ("hipblaslt", "ck")  # torch's answer beats the table
 
 
-_ROCM_AMDSMI = '''
+_ROCM_AMDSMI = """
 class AmdSmiClkType:
     GFX = "GFX"
 
@@ -307,7 +333,7 @@ def amdsmi_get_gpu_cache_info(h): raise RuntimeError("AMDSMI_STATUS_NOT_SUPPORTE
 def amdsmi_get_clock_info(h, kind): return {"clk": 132, "max_clk": 2100}
 def amdsmi_get_gpu_compute_partition(h): return "CPX"
 def amdsmi_get_gpu_memory_partition(h): return "NPS4"
-'''
+"""
 
 
 def test_amdsmi_from_rocms_own_copy_is_used_and_named_in_the_sources(monkeypatch, tmp_path):
@@ -324,4 +350,6 @@ def test_amdsmi_from_rocms_own_copy_is_used_and_named_in_the_sources(monkeypatch
     assert f"amdsmi ({tmp_path / 'rocm' / 'share' / 'amd_smi'})" in gpu.sources
     assert (gpu.compute_partition, gpu.memory_partition, gpu.driver_version) == ("CPX", "NPS4", "6.12.12")
     assert gpu.partition_source.startswith("amdsmi (")
-    assert "amdsmi: GPU 0: cache: RuntimeError: AMDSMI_STATUS_NOT_SUPPORTED" in gpu.errors  # refused, recorded, the rest kept
+    assert (
+        "amdsmi: GPU 0: cache: RuntimeError: AMDSMI_STATUS_NOT_SUPPORTED" in gpu.errors
+    )  # refused, recorded, the rest kept

@@ -40,7 +40,8 @@ def test_the_correctness_example_passes_and_its_negative_control_catches_the_wro
 
 
 def test_a_projects_own_tolerance_row_is_the_one_that_gates(project):
-    project.makepyfile(test_looser="""
+    project.makepyfile(
+        test_looser="""
         from rocm_validate.correctness.tolerances import tolerance_for
         from test_my_kernels import MY_RULES
 
@@ -48,7 +49,8 @@ def test_a_projects_own_tolerance_row_is_the_one_that_gates(project):
             assert tolerance_for("my.rms_norm", "rocm", "gfx942", rules=MY_RULES).k == 8
             assert tolerance_for("my.rms_norm", "cuda", "sm_90", rules=MY_RULES).k == 4
             assert tolerance_for("gemm.bfloat16", "cuda", "sm_90", rules=MY_RULES).k is not None
-    """)
+    """
+    )
     project.runpytest("--rocm-device=cpu", "test_looser.py").assert_outcomes(passed=1)
 
 
@@ -73,7 +75,9 @@ def test_the_perf_example_records_then_gates_then_fails_a_regression(project):
 
 
 def test_the_metric_hook_sees_every_metric_with_its_outcome(project):
-    project.runpytest("--rocm-suite=perf", "--rocm-device=cpu", "--update-baselines", "suites/perf").assert_outcomes(passed=2)
+    project.runpytest("--rocm-suite=perf", "--rocm-device=cpu", "--update-baselines", "suites/perf").assert_outcomes(
+        passed=2
+    )
     lines = [json.loads(line) for line in (project.path / "metrics.jsonl").read_text().splitlines()]
     assert {(line["name"], line["outcome"]) for line in lines} == {
         ("my.layer_norm.256x256", "passed"),
@@ -88,5 +92,7 @@ def test_the_discovery_hook_replays_a_saved_device_description(project):
     assert result.ret == 0
     header = project.runpytest("--rocm-suite=correctness", "--collect-only", "test_my_kernels.py")
     assert header.ret == 0
-    header.stdout.fnmatch_lines(["rocm-validate device: AMD Instinct MI300X (cuda:0, gfx942, key amd-instinct-mi300x-gfx942*"])
+    header.stdout.fnmatch_lines(
+        ["rocm-validate device: AMD Instinct MI300X (cuda:0, gfx942, key amd-instinct-mi300x-gfx942*"]
+    )
     assert DeviceInfo.from_dict(saved[0].to_dict()) == saved[0]

@@ -55,14 +55,19 @@ def test_a_library_that_is_not_installed_is_missing_and_names_the_extra():
     assert missing.value.package == "rocm_validate_absent_library"
     assert "pip install rocm-validate[fp8]" in str(missing.value)
     reason = library_skip_reason(missing.value, "check torchao-rowwise")
-    assert reason == ("needs rocm_validate_absent_library to check torchao-rowwise, found it not installed; "
-                      "install it with: pip install rocm-validate[fp8]")
+    assert reason == (
+        "needs rocm_validate_absent_library to check torchao-rowwise, found it not installed; "
+        "install it with: pip install rocm-validate[fp8]"
+    )
 
 
-@pytest.mark.parametrize("body, error", [
-    ("import rocm_validate_absent_dependency", ModuleNotFoundError),  # a dependency of the library is missing
-    ("raise ImportError('undefined symbol: _ZN3c10')", ImportError),  # an ABI mismatch with this torch
-])
+@pytest.mark.parametrize(
+    "body, error",
+    [
+        ("import rocm_validate_absent_dependency", ModuleNotFoundError),  # a dependency of the library is missing
+        ("raise ImportError('undefined symbol: _ZN3c10')", ImportError),  # an ABI mismatch with this torch
+    ],
+)
 def test_an_installed_library_that_fails_to_import_raises_its_own_error(tmp_path, monkeypatch, body, error):
     package = tmp_path / "broken_fp8_library"
     package.mkdir()
@@ -87,21 +92,39 @@ def test_a_missing_submodule_of_an_installed_library_is_not_called_missing(tmp_p
 
 
 def _device(backend: str, arch: str, runtime: str | None = None) -> DeviceInfo:
-    return DeviceInfo(backend=backend, index=None if backend == "cpu" else 0, name="test device", arch=arch,
-                      device_key="k", runtime_version=runtime, fp8_formats=capabilities.fp8_formats(backend, arch),
-                      scaled_mm=capabilities.scaled_mm_supported(backend, arch, runtime))
+    return DeviceInfo(
+        backend=backend,
+        index=None if backend == "cpu" else 0,
+        name="test device",
+        arch=arch,
+        device_key="k",
+        runtime_version=runtime,
+        fp8_formats=capabilities.fp8_formats(backend, arch),
+        scaled_mm=capabilities.scaled_mm_supported(backend, arch, runtime),
+    )
 
 
-@pytest.mark.parametrize("recipe, device, expected", [
-    ("torchao-tensorwise", _device("cuda", "sm_90", "13.0"), None),
-    ("torchao-rowwise", _device("rocm", "gfx942", "6.4.1"), None),
-    ("torchao-rowwise", _device("rocm", "gfx942", "6.3.0"), "torchao-rowwise: needs row-wise _scaled_mm"),
-    ("torchao-tensorwise", _device("rocm", "gfx90a", "7.0"), "torchao-tensorwise: needs native FP8, found none on gfx90a"),
-    ("te-current", _device("cpu", "cpu"), "te-current: needs a GPU, found cpu"),
-    ("te-mxfp8", _device("rocm", "gfx942", "7.0"), "te-mxfp8: needs gfx950 or sm_100 or sm_103 or sm_120 or sm_121, found gfx942"),
-    ("te-mxfp8", _device("rocm", "gfx950", "7.0"), None),
-    ("project-delayed", _device("cpu", "cpu"), None),
-])
+@pytest.mark.parametrize(
+    "recipe, device, expected",
+    [
+        ("torchao-tensorwise", _device("cuda", "sm_90", "13.0"), None),
+        ("torchao-rowwise", _device("rocm", "gfx942", "6.4.1"), None),
+        ("torchao-rowwise", _device("rocm", "gfx942", "6.3.0"), "torchao-rowwise: needs row-wise _scaled_mm"),
+        (
+            "torchao-tensorwise",
+            _device("rocm", "gfx90a", "7.0"),
+            "torchao-tensorwise: needs native FP8, found none on gfx90a",
+        ),
+        ("te-current", _device("cpu", "cpu"), "te-current: needs a GPU, found cpu"),
+        (
+            "te-mxfp8",
+            _device("rocm", "gfx942", "7.0"),
+            "te-mxfp8: needs gfx950 or sm_100 or sm_103 or sm_120 or sm_121, found gfx942",
+        ),
+        ("te-mxfp8", _device("rocm", "gfx950", "7.0"), None),
+        ("project-delayed", _device("cpu", "cpu"), None),
+    ],
+)
 def test_each_recipe_states_what_the_device_lacks(recipe, device, expected):
     reason = fp8_recipe_skip_reason(device, RECIPES[recipe])
     assert reason == expected if expected is None else reason.startswith(expected), reason
@@ -132,10 +155,13 @@ def test_a_parameter_sharing_copy_converts_without_touching_the_original():
     assert type(twin.block.down_proj) is torch.nn.Linear
 
 
-@pytest.mark.parametrize("variant, forward, gradient", [
-    ("tensorwise", torch.float8_e4m3fnuz, torch.float8_e5m2fnuz),
-    ("rowwise", torch.float8_e4m3fnuz, torch.float8_e4m3fnuz),
-])
+@pytest.mark.parametrize(
+    "variant, forward, gradient",
+    [
+        ("tensorwise", torch.float8_e4m3fnuz, torch.float8_e5m2fnuz),
+        ("rowwise", torch.float8_e4m3fnuz, torch.float8_e4m3fnuz),
+    ],
+)
 def test_torchao_config_casts_to_the_formats_of_the_device(variant, forward, gradient):
     _needs_library("torchao-tensorwise")
     config = fp8_recipes.torchao_config(variant, ("e4m3fnuz", "e5m2fnuz"))
@@ -231,9 +257,8 @@ def test_a_planted_wrong_scale_is_removed_afterwards():
     with fp8_recipes.wrong_weight_scale(RECIPES["project-delayed"]):
         assert fp8.ScalingState.cast is not original
     assert fp8.ScalingState.cast is original
-    with pytest.raises(ValueError, match="not te-current"):
-        with fp8_recipes.wrong_weight_scale(RECIPES["te-current"]):
-            pass
+    with pytest.raises(ValueError, match="not te-current"), fp8_recipes.wrong_weight_scale(RECIPES["te-current"]):
+        pass
 
 
 # --- floors ---------------------------------------------------------------------------------------

@@ -92,8 +92,9 @@ def imports_of(path: Path, root: Path) -> list[Import]:
                 for target in resolve(node):
                     # `from pkg import sub` names a submodule when pkg/sub(.py) exists
                     names = [f"{target}.{a.name}" for a in node.names] if node.module else [target]
-                    found.extend(Import(module, t if _is_module(t, root) else target, node.lineno, module_level)
-                                 for t in names)
+                    found.extend(
+                        Import(module, t if _is_module(t, root) else target, node.lineno, module_level) for t in names
+                    )
             elif isinstance(node, ast.If) and _is_type_checking(node):
                 visit(node.body, False)
                 visit(node.orelse, module_level)
@@ -104,6 +105,7 @@ def imports_of(path: Path, root: Path) -> list[Import]:
                 for field in ("body", "orelse", "finalbody", "handlers"):
                     for child in getattr(node, field, []) or []:
                         visit(child.body if isinstance(child, ast.ExceptHandler) else [child], module_level)
+
     visit(ast.parse(path.read_text()).body, True)
     return [i for i in found if i.target.split(".")[0] in (package, "torch")]
 
@@ -139,7 +141,7 @@ def torch_at_import(imports: list[Import], package: str) -> list[str]:
     for module in sorted(graph):
         if part_of(module, package) not in TORCH_FREE:
             continue
-        path, seen = _path_to(module, "torch", graph)
+        path, _seen = _path_to(module, "torch", graph)
         if path:
             problems.append(f"{module} imports torch at import time via {' -> '.join(path)}")
     return problems
@@ -216,12 +218,16 @@ def _planted_package(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_a_correctness_module_importing_the_perf_suite_is_a_breach(tmp_path):
     root = _planted_package(tmp_path, {"correctness/compare.py": "from ..perf import gate  # noqa\n"})
     problems = layer_breaches(package_imports(root), root.name)
-    assert problems == [f"{root.name}.correctness.compare (line {_last_line(root / 'correctness/compare.py')}) imports "
-                        f"{root.name}.perf.gate: correctness may not import perf"]
+    assert problems == [
+        f"{root.name}.correctness.compare (line {_last_line(root / 'correctness/compare.py')}) imports "
+        f"{root.name}.perf.gate: correctness may not import perf"
+    ]
 
 
 def test_a_lazy_import_between_suites_is_a_breach_too(tmp_path):
-    root = _planted_package(tmp_path, {"perf/gate.py": "def _late():\n    from rocm_validate.convergence import mlperf  # noqa\n"})
+    root = _planted_package(
+        tmp_path, {"perf/gate.py": "def _late():\n    from rocm_validate.convergence import mlperf  # noqa\n"}
+    )
     assert any("perf may not import convergence" in p for p in layer_breaches(package_imports(root), root.name))
 
 
@@ -233,7 +239,10 @@ def test_torch_reached_through_another_module_is_found(tmp_path):
 
 def test_an_import_cycle_is_found(tmp_path):
     root = _planted_package(tmp_path, {"platform/arch.py": "from rocm_validate.platform import devices  # noqa\n"})
-    assert any("rocm_validate.platform.arch" in c and "rocm_validate.platform.devices" in c for c in import_cycles(package_imports(root)))
+    assert any(
+        "rocm_validate.platform.arch" in c and "rocm_validate.platform.devices" in c
+        for c in import_cycles(package_imports(root))
+    )
 
 
 def test_an_eleventh_top_level_module_breaks_the_limit(tmp_path):

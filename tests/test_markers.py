@@ -21,7 +21,10 @@ def test_requires_arch_accepts_any_of_several_prefixes():
 
 
 def test_requires_arch_with_full_names_lists_them_as_given():
-    assert reason("requires_arch", "gfx942", "gfx950", device=fake_devices.mi250x()) == "needs gfx942 or gfx950, found gfx90a"
+    assert (
+        reason("requires_arch", "gfx942", "gfx950", device=fake_devices.mi250x())
+        == "needs gfx942 or gfx950, found gfx90a"
+    )
 
 
 def test_requires_gpu_on_the_cpu_names_the_cpu():
@@ -47,7 +50,9 @@ def test_requires_memory_compares_gib():
     assert reason("requires_memory", 160, device=fake_devices.mi300x()) is None
 
 
-@pytest.mark.parametrize(("name", "args"), [("requires_devices", ("two",)), ("requires_memory", (-1,)), ("requires_arch", ())])
+@pytest.mark.parametrize(
+    ("name", "args"), [("requires_devices", ("two",)), ("requires_memory", (-1,)), ("requires_arch", ())]
+)
 def test_a_marker_with_wrong_arguments_is_a_usage_error(name, args):
     with pytest.raises(MarkerUsageError):
         reason(name, *args)

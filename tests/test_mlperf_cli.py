@@ -62,7 +62,7 @@ def test_a_set_that_fails_the_rcp_check_exits_1_without_a_score(tmp_path, capsys
 )
 def test_a_wrong_request_is_one_line_on_stderr_and_exit_2(tmp_path, capsys, arguments, expected):
     runs = write_set(tmp_path / "runs", spread(2_450_000, 3))
-    status, out, err = score(capsys, *(a.format(tmp=tmp_path, runs=runs) for a in arguments))
+    status, _out, err = score(capsys, *(a.format(tmp=tmp_path, runs=runs) for a in arguments))
     assert status == 2
     assert expected in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -119,7 +119,10 @@ def test_mixed_benchmarks_fail_the_set_naming_the_files(tmp_path):
     write_run(folder / "result_0.txt", 2_450_000, batch=448, benchmark="resnet")
     score = mlperf.score_run_set(folder, compliance=False)
     assert not score.rcp.passed
-    assert "submission_benchmark differs between files: 'resnet' in result_0.txt; 'bert' in result_1.txt" in score.rcp.message
+    assert (
+        "submission_benchmark differs between files: 'resnet' in result_0.txt; 'bert' in result_1.txt"
+        in score.rcp.message
+    )
 
 
 def test_fewer_than_three_runs_cannot_be_olympic_scored(tmp_path):
@@ -143,7 +146,9 @@ def test_a_custom_rcp_file_is_what_the_checker_compares_against(tmp_path):
     folder = write_set(tmp_path / "runs", spread(5_000, 10, 100), batch=64)
     score = mlperf.score_run_set(folder, rcp_path=rcp, compliance=False)
     with rcp.open() as handle:
-        expected = rcp_checker.check_directory(str(folder), "training", "5.0.0", False, False, rcp_file=handle, rcp_pass="pruned_rcps")
+        expected = rcp_checker.check_directory(
+            str(folder), "training", "5.0.0", False, False, rcp_file=handle, rcp_pass="pruned_rcps"
+        )
     assert (score.rcp.passed, score.rcp.message, score.rcp.normalization_factor) == expected
     assert score.rcp.record["mean"] == pytest.approx(4_950)  # olympic mean of 4,000 ... 5,900
 
@@ -160,7 +165,7 @@ def test_an_rcp_file_for_another_benchmark_fails_the_set(tmp_path):
 def test_a_malformed_rcp_file_is_a_request_error_naming_it(tmp_path):
     rcp = tmp_path / "rcps.json"
     rcp.write_text(json.dumps({"bert_ref_64": {"Benchmark": "bert", "BS": 64}}))
-    with pytest.raises(MlperfError, match="rcps.json does not match the mlperf-logging RCP schema"):
+    with pytest.raises(MlperfError, match=r"rcps\.json does not match the mlperf-logging RCP schema"):
         mlperf.score_run_set(write_set(tmp_path / "runs", spread(5_000), batch=64), rcp_path=rcp)
 
 
@@ -221,4 +226,6 @@ def test_one_run_is_counted_in_the_singular(tmp_path):
 def test_runs_without_a_benchmark_line_are_not_sent_to_the_compliance_checker(tmp_path):
     folder = write_set(tmp_path, spread(2_450_000), batch=448, benchmark=None)
     run = mlperf.score_run_set(folder).runs[0]
-    assert run.compliance == ("not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",)
+    assert run.compliance == (
+        "not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",
+    )

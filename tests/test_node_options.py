@@ -16,7 +16,15 @@ from rocm_validate.platform.devices import select_devices
 
 @pytest.mark.parametrize(
     "text, parsed",
-    [("all", "all"), ("ALL", "all"), ("0,3,5", (0, 3, 5)), ("cuda:1, 2", (1, 2)), ("4", 4), ("cpu", "cpu"), ("auto", None)],
+    [
+        ("all", "all"),
+        ("ALL", "all"),
+        ("0,3,5", (0, 3, 5)),
+        ("cuda:1, 2", (1, 2)),
+        ("4", 4),
+        ("cpu", "cpu"),
+        ("auto", None),
+    ],
 )
 def test_a_device_value_parses_to_an_index_a_list_all_or_cpu(text, parsed):
     assert parse_device(text) == parsed
@@ -95,11 +103,15 @@ def test_the_main_process_of_a_node_run_discovers_in_a_child_and_gets_the_same_d
 
 def test_a_discovery_child_that_fails_is_a_device_error_with_its_last_words(monkeypatch):
     monkeypatch.setattr(node, "_DISCOVER", "raise SystemExit('amdgpu: no such device')")
-    with pytest.raises(DeviceError, match=r"device discovery failed in its child process \(exit 1\): amdgpu: no such device"):
+    with pytest.raises(
+        DeviceError, match=r"device discovery failed in its child process \(exit 1\): amdgpu: no such device"
+    ):
         node.discover_in_child()
 
 
 def test_a_discovery_child_that_hangs_is_stopped_and_named(monkeypatch):
     monkeypatch.setattr(node, "_DISCOVER", "import time\ntime.sleep(60)")
-    with pytest.raises(DeviceError, match=r"device discovery did not finish in 0.5 s \(a hung driver or vendor tool\?\)"):
+    with pytest.raises(
+        DeviceError, match=r"device discovery did not finish in 0.5 s \(a hung driver or vendor tool\?\)"
+    ):
         node.discover_in_child(timeout_s=0.5)

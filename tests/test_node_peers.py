@@ -23,8 +23,13 @@ def fixed_band(allowed: float = 0.05):
     return band
 
 
-def _metrics(values: list[float], name: str = GEMM, better: str = "higher", dispersion: float = 0.01,
-             key: str = "amd-instinct-mi300x-gfx942") -> list[Metric]:
+def _metrics(
+    values: list[float],
+    name: str = GEMM,
+    better: str = "higher",
+    dispersion: float = 0.01,
+    key: str = "amd-instinct-mi300x-gfx942",
+) -> list[Metric]:
     return [
         Metric(name, v, "TFLOP/s", better, dispersion=dispersion, gpu=GpuRef(i, f"0000:{i + 1:02x}:00.0", None, key))
         for i, v in enumerate(values)
@@ -42,7 +47,9 @@ def test_a_slow_gpu_is_named_with_its_bdf_and_its_distance_from_the_median_of_it
 
 
 def test_a_healthy_node_flags_no_gpu():
-    assert not any(f.flagged for f in gpu_findings(_metrics([680, 684, 679, 682, 681, 676, 683, 680]), lambda m: fixed_band()))
+    assert not any(
+        f.flagged for f in gpu_findings(_metrics([680, 684, 679, 682, 681, 676, 683, 680]), lambda m: fixed_band())
+    )
 
 
 def test_with_two_gpus_only_the_worse_one_is_flagged():
@@ -61,14 +68,18 @@ def test_noisy_measurements_widen_the_band_up_to_the_cap():
 
 
 def test_for_a_latency_a_gpu_above_its_peers_is_the_worse_one():
-    findings = gpu_findings(_metrics([5.0, 5.1, 6.5], name="launch.empty_kernel", better="lower"), lambda m: fixed_band())
+    findings = gpu_findings(
+        _metrics([5.0, 5.1, 6.5], name="launch.empty_kernel", better="lower"), lambda m: fixed_band()
+    )
     assert [f.flagged for f in findings] == [False, False, True]
     assert "28.7% above the median of its 2 peers on launch.empty_kernel (lower is better)" in findings[2].message
 
 
 def test_gpus_of_different_skus_are_not_peers():
     mixed = _metrics([700], key="amd-instinct-mi300x-gfx942") + [
-        Metric(GEMM, 400.0, "TFLOP/s", dispersion=0.01, gpu=GpuRef(1, None, None, "amd-instinct-mi300x-gfx942-cpx-nps4"))
+        Metric(
+            GEMM, 400.0, "TFLOP/s", dispersion=0.01, gpu=GpuRef(1, None, None, "amd-instinct-mi300x-gfx942-cpx-nps4")
+        )
     ]
     assert gpu_findings(mixed, lambda m: fixed_band()) == []
 
@@ -81,7 +92,7 @@ def test_invalid_measurements_and_metrics_without_a_gpu_are_left_out():
 
 
 def test_an_informational_metric_has_no_band_and_is_not_compared():
-    assert gpu_findings(_metrics([680, 300, 690]), lambda m: (lambda own, peer: None)) == []
+    assert gpu_findings(_metrics([680, 300, 690]), lambda m: lambda own, peer: None) == []
 
 
 @pytest.mark.parametrize("value", [float("nan"), 0.0, -1.0])
@@ -97,7 +108,13 @@ def test_the_band_each_subject_gets_comes_from_its_own_and_its_peers_spread():
         seen.append((own, peer))
         return 0.05, "5%"
 
-    compare("x", "GB/s", "higher", [PeerSample("a", 10.0, 0.01), PeerSample("b", 10.0, 0.03), PeerSample("c", 9.0, 0.02)], band)
+    compare(
+        "x",
+        "GB/s",
+        "higher",
+        [PeerSample("a", 10.0, 0.01), PeerSample("b", 10.0, 0.03), PeerSample("c", 9.0, 0.02)],
+        band,
+    )
     assert seen == [(0.01, 0.025), (0.03, 0.015), (0.02, 0.02)]
 
 

@@ -89,7 +89,9 @@ def test_a_pinned_worker_validates_the_only_gpu_it_sees():
 
 def test_a_worker_that_sees_several_gpus_was_not_pinned_and_stops_the_run():
     facts = _node(0, 1, gpu=1)
-    with pytest.raises(DeviceError, match=r"the worker pinned to GPU 1 \(HIP_VISIBLE_DEVICES=1\) sees 2 GPUs instead of 1"):
+    with pytest.raises(
+        DeviceError, match=r"the worker pinned to GPU 1 \(HIP_VISIBLE_DEVICES=1\) sees 2 GPUs instead of 1"
+    ):
         pinned_device([*facts.devices, fake_devices.cpu()], facts)
 
 

@@ -19,10 +19,16 @@ THRESHOLD = Threshold(floor=0.03, k=3.0, cap=0.08)
 
 
 def entry(
-    value: float = 700.0, dispersion: float | None = 0.005, unit: str = "TFLOP/s", torch: str = "2.11.0", clock: float | None = None
+    value: float = 700.0,
+    dispersion: float | None = 0.005,
+    unit: str = "TFLOP/s",
+    torch: str = "2.11.0",
+    clock: float | None = None,
 ) -> BaselineEntry:
     provenance = {"date": "2026-11-21T00:00:00+00:00", "torch": torch}
-    return BaselineEntry(value, unit, "higher", dispersion, 20, provenance, {"mean_mhz": clock, "capped_share": 0.9} if clock else None)
+    return BaselineEntry(
+        value, unit, "higher", dispersion, 20, provenance, {"mean_mhz": clock, "capped_share": 0.9} if clock else None
+    )
 
 
 def write(store: BaselineStore, name: str, value: float) -> str:
@@ -52,12 +58,20 @@ def test_a_written_entry_reads_back_rounded_sorted_and_with_provenance(tmp_path:
     [
         ('{"schema": "rocm-validate/baselines/1", "device_key": "amd', "is not valid JSON"),
         ("", "is empty"),
-        ('{"schema": "rocm-validate/baselines/1", "device_key": "' + KEY + '", "metrics": {"x": {"value": -1}}}', "does not match"),
+        (
+            '{"schema": "rocm-validate/baselines/1", "device_key": "' + KEY + '", "metrics": {"x": {"value": -1}}}',
+            "does not match",
+        ),
         ('{"rcp": [1, 2, 3]}', "does not match"),
-        ('{"schema": "rocm-validate/baselines/1", "device_key": "' + KEY + '", "metrics": {"x": {"value": NaN}}}', "NaN"),
+        (
+            '{"schema": "rocm-validate/baselines/1", "device_key": "' + KEY + '", "metrics": {"x": {"value": NaN}}}',
+            "NaN",
+        ),
     ],
 )
-def test_an_unusable_file_is_an_error_naming_the_file_the_problem_and_the_fix(tmp_path: Path, content: str, problem: str) -> None:
+def test_an_unusable_file_is_an_error_naming_the_file_the_problem_and_the_fix(
+    tmp_path: Path, content: str, problem: str
+) -> None:
     (tmp_path / f"{KEY}.json").write_text(content)
     with pytest.raises(BaselineError) as error:
         BaselineStore(tmp_path, KEY).read()
@@ -138,8 +152,11 @@ def test_rerecording_the_same_stack_adds_one_run_to_the_file(tmp_path: Path) -> 
 
 
 def test_a_stored_run_list_longer_than_ten_is_a_schema_error(tmp_path: Path) -> None:
-    data = {"schema": "rocm-validate/baselines/1", "device_key": KEY,
-            "metrics": {"x.y": {**entry(1.0).to_dict(), "runs": [{"value": 1.0}] * 11}}}
+    data = {
+        "schema": "rocm-validate/baselines/1",
+        "device_key": KEY,
+        "metrics": {"x.y": {**entry(1.0).to_dict(), "runs": [{"value": 1.0}] * 11}},
+    }
     (tmp_path / f"{KEY}.json").write_text(json.dumps(data))
     with pytest.raises(BaselineError, match="runs"):
         BaselineStore(tmp_path, KEY).read()

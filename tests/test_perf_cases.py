@@ -35,7 +35,9 @@ def test_an_oom_message_states_need_and_found() -> None:
     message = oom.describe_oom("suites/perf/test_x.py::test_y", torch_text, facts)
     assert "needed 2.00 GiB more, found 1.20 GiB free of 80.00 GiB" in message
     assert "70.00 GiB in tensors" in message
-    assert "an allocation failed, found unknown free" in oom.describe_oom("t", "HIP error", oom.MemoryFacts(None, None, None, None))
+    assert "an allocation failed, found unknown free" in oom.describe_oom(
+        "t", "HIP error", oom.MemoryFacts(None, None, None, None)
+    )
 
 
 def test_only_torchs_out_of_memory_error_counts_as_oom() -> None:

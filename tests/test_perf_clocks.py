@@ -57,7 +57,9 @@ def test_without_reasons_power_near_the_enforced_cap_counts_as_capped() -> None:
 
 
 def test_the_capped_share_and_the_limits_seen_are_reported() -> None:
-    samples = readings([1400.0] * 15, reasons=("sw-power-cap", "idle")) + readings([1980.0] * 5, start=100.075, reasons=())
+    samples = readings([1400.0] * 15, reasons=("sw-power-cap", "idle")) + readings(
+        [1980.0] * 5, start=100.075, reasons=()
+    )
     window = clock_window(samples, 100.0, 101.0)
     assert window is not None and window.capped_share == 0.75 and window.reasons == ("sw-power-cap",)
 
@@ -91,10 +93,20 @@ def test_per_clock_dispersion_removes_a_clock_swing_that_moved_the_block_times()
 
 
 def test_a_timing_knows_its_host_window_and_the_offsets_of_its_blocks() -> None:
-    plan = TimingPlan(warmup_min_s=0.0, warmup_max_s=0.01, steady_tolerance=1.0, window_s=0.05, round_s=0.002, min_rounds=16, max_rounds=16)
+    plan = TimingPlan(
+        warmup_min_s=0.0,
+        warmup_max_s=0.01,
+        steady_tolerance=1.0,
+        window_s=0.05,
+        round_s=0.002,
+        min_rounds=16,
+        max_rounds=16,
+    )
     began = time.perf_counter()
     timing = measure(lambda: time.sleep(0.001), plan, HostClock())
-    assert timing.window_host is not None and began <= timing.window_host[0] < timing.window_host[1] <= time.perf_counter()
+    assert (
+        timing.window_host is not None and began <= timing.window_host[0] < timing.window_host[1] <= time.perf_counter()
+    )
     spans = timing.block_spans()
     assert len(spans) == 8 and spans[0][0] == 0.0
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))

@@ -14,17 +14,33 @@ KEY = "nvidia-h100-80gb-hbm3-sm90"
 GEMM = gate.threshold_for("gemm.bf16.8192x8192x8192", "cuda")
 
 
-def gemm(value: float, mhz: float | None = None, capped: float = 0.0, dispersion: float = 0.002, per_clock: float = 0.002) -> Metric:
+def gemm(
+    value: float, mhz: float | None = None, capped: float = 0.0, dispersion: float = 0.002, per_clock: float = 0.002
+) -> Metric:
     extra = {}
     if mhz is not None:
-        extra["clock"] = {"mean_mhz": mhz, "capped_share": capped, "reasons": ["sw-power-cap"] if capped else [],
-                          "per_clock_dispersion": per_clock}
+        extra["clock"] = {
+            "mean_mhz": mhz,
+            "capped_share": capped,
+            "reasons": ["sw-power-cap"] if capped else [],
+            "per_clock_dispersion": per_clock,
+        }
     return Metric("gemm.bf16.8192x8192x8192", value, "TFLOP/s", dispersion=dispersion, extra=extra)
 
 
-def baseline(value: float = 680.0, mhz: float | None = 1600.0, capped: float = 0.9, runs: tuple[RunPoint, ...] = ()) -> Reference:
-    return Reference(value, "TFLOP/s", "higher", dispersion=0.002, window_clock_mhz=mhz, capped_share=capped,
-                     per_clock_dispersion=0.002, runs=runs)
+def baseline(
+    value: float = 680.0, mhz: float | None = 1600.0, capped: float = 0.9, runs: tuple[RunPoint, ...] = ()
+) -> Reference:
+    return Reference(
+        value,
+        "TFLOP/s",
+        "higher",
+        dispersion=0.002,
+        window_clock_mhz=mhz,
+        capped_share=capped,
+        per_clock_dispersion=0.002,
+        runs=runs,
+    )
 
 
 def test_at_the_power_cap_a_lower_clock_with_the_same_work_per_cycle_passes_per_clock() -> None:
@@ -109,7 +125,10 @@ def test_runs_that_disagree_widen_the_band_so_a_drifting_metric_does_not_false_a
 def test_every_judgement_states_the_change_it_catches_95_percent_of_the_time() -> None:
     judgement = gate.judge(gemm(680.0, mhz=1600.0, capped=0.95), baseline(), GEMM, KEY)
     assert judgement.detectable == pytest.approx(judgement.allowed + 1.645 * judgement.noise)
-    assert f"catches a {judgement.detectable:.1%} change" in gate.judge(gemm(600.0, mhz=1600.0, capped=0.95), baseline(), GEMM, KEY).message
+    assert (
+        f"catches a {judgement.detectable:.1%} change"
+        in gate.judge(gemm(600.0, mhz=1600.0, capped=0.95), baseline(), GEMM, KEY).message
+    )
     assert gate.detectable_change(0.03, 0.01) == pytest.approx(0.04645)
 
 
@@ -133,7 +152,10 @@ def test_pinned_copies_are_shown_not_gated_since_their_vm_to_vm_spread_hides_ten
     judgement = gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), pinned, KEY)
     assert judgement.verdict == "informational" and judgement.detectable > gate.HOST_DETECT_LIMIT
     (rule,) = gate.parse_rules(["copy.*.pinned.* detect=none"])
-    assert gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), rule.threshold, KEY).verdict == "regressed"
+    assert (
+        gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), rule.threshold, KEY).verdict
+        == "regressed"
+    )
 
 
 def test_detect_none_in_the_ini_gates_a_blunt_host_side_metric_anyway() -> None:
@@ -143,12 +165,15 @@ def test_detect_none_in_the_ini_gates_a_blunt_host_side_metric_anyway() -> None:
     assert judgement.verdict == "regressed"
 
 
-@pytest.mark.parametrize("line, problem", [
-    ("gemm.* per_clock=maybe", "expected yes or no"),
-    ("gemm.* detect=lots", "expected a fraction"),
-    ("gemm.* clock_floor=0.09", "clock_floor <= floor"),
-    ("launch.* detect=2", "between 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("gemm.* per_clock=maybe", "expected yes or no"),
+        ("gemm.* detect=lots", "expected a fraction"),
+        ("gemm.* clock_floor=0.09", "clock_floor <= floor"),
+        ("launch.* detect=2", "between 0 and 1"),
+    ],
+)
 def test_bad_detection_settings_in_the_ini_are_named(line: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         gate.parse_rules([line])
@@ -177,9 +202,16 @@ def test_a_throughput_loss_the_window_clock_drop_explains_is_throttling() -> Non
 def test_a_step_whose_runs_agree_better_on_throughput_is_judged_on_throughput_with_the_narrower_band() -> None:
     # the clock fell while the figure rose: a launch-bound step, which the clock does not pace
     runs = tuple(RunPoint(v, c) for v, c in ((53000.0, 1785.0), (54200.0, 1767.0), (54300.0, 1752.0)))
-    reference = Reference(54200.0, "tokens/s", "higher", dispersion=0.01, window_clock_mhz=1767.0, capped_share=1.0, runs=runs)
-    step = Metric("train.llama.fp8.tokens_per_s", 54200.0 / 1.08, "tokens/s", dispersion=0.01,
-                  extra={"clock": {"mean_mhz": 1760.0, "capped_share": 1.0, "per_clock_dispersion": 0.03}})
+    reference = Reference(
+        54200.0, "tokens/s", "higher", dispersion=0.01, window_clock_mhz=1767.0, capped_share=1.0, runs=runs
+    )
+    step = Metric(
+        "train.llama.fp8.tokens_per_s",
+        54200.0 / 1.08,
+        "tokens/s",
+        dispersion=0.01,
+        extra={"clock": {"mean_mhz": 1760.0, "capped_share": 1.0, "per_clock_dispersion": 0.03}},
+    )
     judgement = gate.judge(step, reference, gate.threshold_for(step.name, "cuda"), KEY)
     assert (judgement.basis, judgement.verdict) == ("throughput", "regressed")
     assert "narrower than per clock cycle" in judgement.message

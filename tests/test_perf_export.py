@@ -49,7 +49,9 @@ def test_an_untimed_metric_is_listed_apart_not_dropped() -> None:
 
 def test_pytest_benchmark_compare_reads_the_exported_file(tmp_path: Path) -> None:
     path = tmp_path / "benchmarks.json"
-    jsonfile.write_json(path, benchmark_document([timed_metric()], None, {"node": "n"}, {"id": "abc"}), BENCHMARK_SCHEMA)
+    jsonfile.write_json(
+        path, benchmark_document([timed_metric()], None, {"node": "n"}, {"id": "abc"}), BENCHMARK_SCHEMA
+    )
     done = subprocess.run(
         [sys.executable, "-m", "pytest_benchmark", "compare", str(path)], capture_output=True, text=True, timeout=120
     )

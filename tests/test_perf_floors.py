@@ -33,8 +33,12 @@ def test_an_mi325x_has_the_mi300x_compute_figures_and_its_own_memory_share():
 
 def test_an_mi355x_gets_the_mi300x_figures_share_of_its_own_peak():
     mi355x = gpu("AMD Instinct MI355X", "gfx950")
-    assert floors.shipped_floor(mi355x, "gemm.bf16.8192x8192x8192").value == pytest.approx(552 / 1307.4 * 2516.6, abs=0.1)
-    assert floors.shipped_floor(mi355x, "gemm.fp8.8192x8192x8192").value == pytest.approx(1215 / 2614.9 * 5033.2, abs=0.1)
+    assert floors.shipped_floor(mi355x, "gemm.bf16.8192x8192x8192").value == pytest.approx(
+        552 / 1307.4 * 2516.6, abs=0.1
+    )
+    assert floors.shipped_floor(mi355x, "gemm.fp8.8192x8192x8192").value == pytest.approx(
+        1215 / 2614.9 * 5033.2, abs=0.1
+    )
 
 
 def test_a_cpx_partition_gets_an_eighth_of_the_compute_floor_and_no_memory_floor():
@@ -60,7 +64,9 @@ def test_another_nvidia_part_gets_the_h100s_measured_share_of_its_own_peak():
     assert pcie.value == pytest.approx(0.75 * 688.1 / 989.5 * 756.5, abs=0.1) and "H100 SXM reached here" in pcie.source
 
 
-@pytest.mark.parametrize("metric", ["launch.empty_kernel.host_us", "copy.h2d.pinned.512mib", "gemm.bf16.4096x4096x4096"])
+@pytest.mark.parametrize(
+    "metric", ["launch.empty_kernel.host_us", "copy.h2d.pinned.512mib", "gemm.bf16.4096x4096x4096"]
+)
 def test_host_side_latency_and_unlisted_metrics_have_no_shipped_floor(metric):
     assert floors.shipped_floor(fake_devices.h100(), metric) is None
 
@@ -101,12 +107,23 @@ def test_floors_ten_times_what_the_device_does_fail_every_metric_and_a_tenth_pas
     pytester.makepyfile(test_floored=f"import pytest\n\npytestmark = pytest.mark.rocm_suite('perf')\n\n{tests}")
     folder = pytester.mkdir("floors")
     metrics = {
-        name: {"value": scale * work / s / DIVISOR[unit], "unit": unit, "better": "higher", "dispersion": None,
-               "samples": None, "provenance": {"date": "2026-11-23", "source": f"x{scale:g}"}}
+        name: {
+            "value": scale * work / s / DIVISOR[unit],
+            "unit": unit,
+            "better": "higher",
+            "dispersion": None,
+            "samples": None,
+            "provenance": {"date": "2026-11-23", "source": f"x{scale:g}"},
+        }
         for name, (s, work, unit) in MEASURED.items()
     }
-    (folder / "nvidia-h100-80gb-hbm3-sm90.json").write_text(__import__("json").dumps(
-        {"schema": "rocm-validate/baselines/1", "device_key": "nvidia-h100-80gb-hbm3-sm90", "metrics": metrics}))
+    (folder / "nvidia-h100-80gb-hbm3-sm90.json").write_text(
+        __import__("json").dumps(
+            {"schema": "rocm-validate/baselines/1", "device_key": "nvidia-h100-80gb-hbm3-sm90", "metrics": metrics}
+        )
+    )
     pytester.mkdir("baselines")
-    result = pytester.runpytest("--rocm-suite=perf", f"--rocm-floors={folder}", f"--rocm-baselines={pytester.path / 'baselines'}")
+    result = pytester.runpytest(
+        "--rocm-suite=perf", f"--rocm-floors={folder}", f"--rocm-baselines={pytester.path / 'baselines'}"
+    )
     result.assert_outcomes(**{outcome: len(MEASURED)})

@@ -12,11 +12,27 @@ from rocm_validate.results.metrics import Metric
 KEY = "nvidia-h100-80gb-hbm3-sm90"
 
 
-def metric(value: float, better: str = "higher", unit: str = "TFLOP/s", dispersion: float | None = 0.0, **extra) -> Metric:
-    return Metric(name="gemm.bf16.8192x8192x8192", value=value, unit=unit, better=better, dispersion=dispersion, peak=989.5, extra=extra)
+def metric(
+    value: float, better: str = "higher", unit: str = "TFLOP/s", dispersion: float | None = 0.0, **extra
+) -> Metric:
+    return Metric(
+        name="gemm.bf16.8192x8192x8192",
+        value=value,
+        unit=unit,
+        better=better,
+        dispersion=dispersion,
+        peak=989.5,
+        extra=extra,
+    )
 
 
-def reference(value: float = 700.0, better: str = "higher", unit: str = "TFLOP/s", dispersion: float | None = 0.0, clock: float | None = None) -> Reference:
+def reference(
+    value: float = 700.0,
+    better: str = "higher",
+    unit: str = "TFLOP/s",
+    dispersion: float | None = 0.0,
+    clock: float | None = None,
+) -> Reference:
     return Reference(value=value, unit=unit, better=better, dispersion=dispersion, clock_mhz=clock)
 
 
@@ -46,8 +62,14 @@ def test_an_equal_value_passes_and_a_ten_percent_loss_regresses() -> None:
 def test_a_regression_message_shows_value_baseline_ratio_band_noise_and_peak() -> None:
     judgement = gate.judge(metric(600.0, dispersion=0.01), reference(dispersion=0.01), Threshold(0.03, 3.0, 0.08), KEY)
     message = judgement.message
-    for part in ("600 TFLOP/s", "baseline 700", "ratio 0.857", "allowed 3.1% = max(floor 3.0%, 3 x noise 1.05%)",
-                 "60.6% of the 989.5 TFLOP/s datasheet peak", gate.UPDATE_COMMAND):
+    for part in (
+        "600 TFLOP/s",
+        "baseline 700",
+        "ratio 0.857",
+        "allowed 3.1% = max(floor 3.0%, 3 x noise 1.05%)",
+        "60.6% of the 989.5 TFLOP/s datasheet peak",
+        gate.UPDATE_COMMAND,
+    ):
         assert part in message, f"{part!r} missing from: {message}"
 
 
@@ -79,9 +101,13 @@ def test_a_large_improvement_passes_with_a_note_to_record_it() -> None:
 
 
 def test_a_missing_baseline_names_the_device_and_the_command_without_repeating_the_metric() -> None:
-    judgement = gate.judge(metric(700.0), None, Threshold(), KEY, "pytest --rocm-suite=perf --update-baselines --rocm-baselines=b")
+    judgement = gate.judge(
+        metric(700.0), None, Threshold(), KEY, "pytest --rocm-suite=perf --update-baselines --rocm-baselines=b"
+    )
     assert judgement.verdict == "no-baseline" and not judgement.fails
-    assert judgement.message == f"no baseline on {KEY}; run pytest --rocm-suite=perf --update-baselines --rocm-baselines=b"
+    assert (
+        judgement.message == f"no baseline on {KEY}; run pytest --rocm-suite=perf --update-baselines --rocm-baselines=b"
+    )
 
 
 def test_a_baseline_in_another_unit_is_a_mismatch_that_fails() -> None:
@@ -92,7 +118,9 @@ def test_a_baseline_in_another_unit_is_a_mismatch_that_fails() -> None:
 
 def test_informational_metrics_are_compared_but_never_fail() -> None:
     threshold = gate.threshold_for("train.bert-large.compile_seconds", "cuda")
-    judgement = gate.judge(metric(300.0, better="lower", unit="s"), reference(100.0, better="lower", unit="s"), threshold, KEY)
+    judgement = gate.judge(
+        metric(300.0, better="lower", unit="s"), reference(100.0, better="lower", unit="s"), threshold, KEY
+    )
     assert judgement.verdict == "informational" and not judgement.fails
     assert judgement.ratio == pytest.approx(3.0)
     assert gate.judge(metric(300.0, better="lower", unit="s"), None, threshold, KEY).verdict == "informational"
@@ -103,7 +131,9 @@ def test_a_clock_drop_is_pointed_out_as_throttling() -> None:
     judgement = gate.judge(metric(600.0, telemetry=telemetry), reference(clock=1755.0), Threshold(), KEY)
     assert "clock 1410 MHz now vs 1755 MHz at baseline (-19.7%)" in judgement.message
     assert "limits active: sw-power-cap:" in judgement.message and "throttling" in judgement.message
-    steady = gate.judge(metric(600.0, telemetry={"after": {"clock_mhz": 1750.0}}), reference(clock=1755.0), Threshold(), KEY)
+    steady = gate.judge(
+        metric(600.0, telemetry={"after": {"clock_mhz": 1750.0}}), reference(clock=1755.0), Threshold(), KEY
+    )
     assert "throttling" not in steady.message
 
 
@@ -115,8 +145,14 @@ def test_a_noisy_run_gets_a_note_and_a_quiet_one_does_not() -> None:
 
 def test_every_default_gpu_band_for_a_throughput_catches_a_ten_percent_loss() -> None:
     """Detection: a baseline scaled x1.10 reads as ratio 1/1.1 = 0.909; every cap must sit below 9.09%."""
-    for name in ("gemm.fp8.8192x8192x8192", "gemm.bf16.24576x4096x1024", "sdpa.forward.bert-large.48x16x512x64",
-                 "copy.device.2048mib", "train.bert-large.eager.samples_per_s", "train.bert-large.compile_speedup"):
+    for name in (
+        "gemm.fp8.8192x8192x8192",
+        "gemm.bf16.24576x4096x1024",
+        "sdpa.forward.bert-large.48x16x512x64",
+        "copy.device.2048mib",
+        "train.bert-large.eager.samples_per_s",
+        "train.bert-large.compile_speedup",
+    ):
         for backend in ("rocm", "cuda"):
             threshold = gate.threshold_for(name, backend)
             assert not threshold.informational and threshold.detect_limit is None
@@ -137,11 +173,17 @@ def test_default_floors_sit_above_the_run_to_run_spread_measured_on_the_h100() -
     assert gate.threshold_for("gemm.bf16.24576x4096x1024", "cuda").floor >= 2 * 0.02
 
 
-@pytest.mark.parametrize(("name", "size"), [
-    ("collective.all_reduce.8ranks.1mib", 1024**2), ("collective.broadcast.2ranks.4kib", 4096),
-    ("collective.all_gather.2ranks.1gib", 1024**3), ("collective.all_to_all.2ranks.1000b", 1000),
-    ("gemm.bf16.8192x8192x8192", None), ("collective.*", None),
-])
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [
+        ("collective.all_reduce.8ranks.1mib", 1024**2),
+        ("collective.broadcast.2ranks.4kib", 4096),
+        ("collective.all_gather.2ranks.1gib", 1024**3),
+        ("collective.all_to_all.2ranks.1000b", 1000),
+        ("gemm.bf16.8192x8192x8192", None),
+        ("collective.*", None),
+    ],
+)
 def test_a_metric_names_its_message_size_by_its_last_part(name: str, size: int | None) -> None:
     assert gate.message_bytes(name) == size
 
@@ -149,7 +191,9 @@ def test_a_metric_names_its_message_size_by_its_last_part(name: str, size: int |
 def test_latency_bound_collectives_are_shown_and_the_large_ones_catch_a_ten_percent_loss() -> None:
     """On 2 x H200 a 1 MiB all_gather moved by 48% between runs, a 1 GiB one by 2.5% (docs/perf.md)."""
     small = Metric(name="collective.all_gather.2ranks.16mib", value=80.0, unit="GB/s", better="higher", dispersion=0.0)
-    large = Metric(name="collective.all_gather.2ranks.256mib", value=216.0, unit="GB/s", better="higher", dispersion=0.0)
+    large = Metric(
+        name="collective.all_gather.2ranks.256mib", value=216.0, unit="GB/s", better="higher", dispersion=0.0
+    )
     steady = Reference(value=240.0, unit="GB/s", better="higher", dispersion=0.0)
     assert gate.judge(small, steady, gate.threshold_for(small.name, "cuda"), KEY).verdict == "informational"
     assert gate.judge(large, steady, gate.threshold_for(large.name, "cuda"), KEY).verdict == "regressed"
@@ -177,7 +221,9 @@ def test_an_ini_rule_changes_only_the_fields_it_names() -> None:
 
 def test_an_ini_rule_can_make_a_metric_informational_on_one_backend() -> None:
     (rule,) = gate.parse_rules(['launch.* backend=rocm info="HIP launch timing is noisy"'])
-    assert gate.threshold_for("launch.empty_kernel.host_us", "rocm", (rule,)).informational == "HIP launch timing is noisy"
+    assert (
+        gate.threshold_for("launch.empty_kernel.host_us", "rocm", (rule,)).informational == "HIP launch timing is noisy"
+    )
     assert not gate.threshold_for("launch.empty_kernel.host_us", "cuda", (rule,)).informational
 
 

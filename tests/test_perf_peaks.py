@@ -36,7 +36,12 @@ def test_each_listed_device_finds_its_own_row(name: str, arch: str, product: str
 
 @pytest.mark.parametrize(
     "name, arch",
-    [("AMD Instinct MI308X", "gfx942"), ("AMD Instinct MI300X", "gfx950"), ("NVIDIA GeForce RTX 4090", "sm_89"), ("cpu", "cpu")],
+    [
+        ("AMD Instinct MI308X", "gfx942"),
+        ("AMD Instinct MI300X", "gfx950"),
+        ("NVIDIA GeForce RTX 4090", "sm_89"),
+        ("cpu", "cpu"),
+    ],
 )
 def test_an_unlisted_or_mismatched_device_has_no_peak(name: str, arch: str) -> None:
     assert peaks.find_peaks(name, arch) is None

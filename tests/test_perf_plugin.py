@@ -14,7 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "amd-instinct-mi300x-gfx942"
-MISSING = f"no baseline for sdpa.forward.bert-large.48x16x512x64 on {KEY}; run pytest --rocm-suite=perf --update-baselines"
+MISSING = (
+    f"no baseline for sdpa.forward.bert-large.48x16x512x64 on {KEY}; run pytest --rocm-suite=perf --update-baselines"
+)
 
 CONFTEST = '''
 import os
@@ -54,7 +56,7 @@ def timed():
     return make
 '''
 
-TWO_METRICS = '''
+TWO_METRICS = """
 import pytest
 
 pytestmark = pytest.mark.rocm_suite("perf")
@@ -66,7 +68,7 @@ def test_gemm(perf, timed):
 
 def test_copy(perf, timed):
     perf.throughput("copy.device.2048mib", timed(0.001), 2 * 2**31, "GB/s", peak="memory")
-'''
+"""
 
 
 @pytest.fixture
@@ -82,7 +84,9 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 def run(pytester: pytest.Pytester, *args: str, slowdown: float = 1.0) -> pytest.RunResult:
     os.environ["SLOWDOWN"] = str(slowdown)
     try:
-        return pytester.runpytest("--rocm-suite=perf", f"--rocm-baselines={pytester.path / 'baselines'}", "-p", "no:cacheprovider", *args)
+        return pytester.runpytest(
+            "--rocm-suite=perf", f"--rocm-baselines={pytester.path / 'baselines'}", "-p", "no:cacheprovider", *args
+        )
     finally:
         del os.environ["SLOWDOWN"]
 
@@ -100,17 +104,19 @@ def recorded(project: pytest.Pytester) -> pytest.Pytester:
     return project
 
 
-NO_FLOOR = '''
+NO_FLOOR = """
 import pytest
 
 
 @pytest.mark.rocm_suite("perf")
 def test_attention(perf, timed):
     perf.throughput("sdpa.forward.bert-large.48x16x512x64", timed(0.0002), 5.2e10, "TFLOP/s")
-'''
+"""
 
 
-def test_a_metric_with_neither_baseline_nor_floor_is_skipped_with_the_command_that_records_it(project: pytest.Pytester) -> None:
+def test_a_metric_with_neither_baseline_nor_floor_is_skipped_with_the_command_that_records_it(
+    project: pytest.Pytester,
+) -> None:
     project.makepyfile(test_no_floor=NO_FLOOR)
     result = run(project, "test_no_floor.py")
     result.assert_outcomes(skipped=1)
@@ -129,8 +135,12 @@ def test_rocm_strict_turns_a_missing_baseline_into_a_failure(project: pytest.Pyt
 def test_the_header_names_the_baseline_file_and_the_floors_the_run_uses(project: pytest.Pytester) -> None:
     result = run(project)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([f"rocm-validate perf: baselines *{KEY}.json (none yet); floors: the shipped table for "
-                                 "AMD Instinct MI300X; default thresholds; window x1"])
+    result.stdout.fnmatch_lines(
+        [
+            f"rocm-validate perf: baselines *{KEY}.json (none yet); floors: the shipped table for "
+            "AMD Instinct MI300X; default thresholds; window x1"
+        ]
+    )
 
 
 def test_a_fresh_node_is_gated_by_its_skus_floors_from_the_first_run(project: pytest.Pytester) -> None:
@@ -146,40 +156,76 @@ def test_a_first_recording_states_each_floor_verdict_in_the_report(project: pyte
     run(project, "--update-baselines", "--rocm-report=report.json", slowdown=1.2).assert_outcomes(passed=1, failed=1)
     gates = {m["name"]: m["extra"]["gate"] for m in json.loads((project.path / "report.json").read_text())["metrics"]}
     assert {name: g["floor_verdict"] for name, g in gates.items()} == {
-        "gemm.bf16.8192x8192x8192": "floor-pass", "copy.device.2048mib": "below-floor"}
+        "gemm.bf16.8192x8192x8192": "floor-pass",
+        "copy.device.2048mib": "below-floor",
+    }
 
 
 def test_a_node_below_its_skus_floor_fails_naming_the_floors_source(project: pytest.Pytester) -> None:
     result = run(project, slowdown=1.2)
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines(["*copy.device.2048mib: below the floor: 3579 GB/s vs the floor 4177 (ratio 0.857; "
-                                 "AMD MI300X system acceptance*BabelStream copy)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*copy.device.2048mib: below the floor: 3579 GB/s vs the floor 4177 (ratio 0.857; "
+            "AMD MI300X system acceptance*BabelStream copy)*"
+        ]
+    )
 
 
 def test_a_metric_inside_its_baselines_band_but_below_the_floor_fails(project: pytest.Pytester) -> None:
     recorded(project)
     floors = project.mkdir("floors")
-    (floors / f"{KEY}.json").write_text(json.dumps({"schema": "rocm-validate/baselines/1", "device_key": KEY, "metrics": {
-        "gemm.bf16.8192x8192x8192": {"value": 900.0, "unit": "TFLOP/s", "better": "higher", "dispersion": None,
-                                     "samples": None, "provenance": {"date": "2026-11-23", "source": "our fleet"}}}}))
+    (floors / f"{KEY}.json").write_text(
+        json.dumps(
+            {
+                "schema": "rocm-validate/baselines/1",
+                "device_key": KEY,
+                "metrics": {
+                    "gemm.bf16.8192x8192x8192": {
+                        "value": 900.0,
+                        "unit": "TFLOP/s",
+                        "better": "higher",
+                        "dispersion": None,
+                        "samples": None,
+                        "provenance": {"date": "2026-11-23", "source": "our fleet"},
+                    }
+                },
+            }
+        )
+    )
     result = run(project, f"--rocm-floors={floors}")
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines(["*gemm.bf16.8192x8192x8192: below the floor: 733 TFLOP/s vs the floor 900 (ratio 0.814; our fleet)*"])
+    result.stdout.fnmatch_lines(
+        ["*gemm.bf16.8192x8192x8192: below the floor: 733 TFLOP/s vs the floor 900 (ratio 0.814; our fleet)*"]
+    )
 
 
-@pytest.mark.parametrize("entry, complaint", [
-    ({"value": -1.0}, "does not match the rocm-validate floors schema"),
-    ({"value": "fast"}, "does not match the rocm-validate floors schema"),
-    ({"name": "gemn.bf16.8192x8192x8192"}, "floor 'gemn.bf16.8192x8192x8192' names no metric the suites record"),
-    ({"better": "lower"}, "is on a lower-is-better metric"),
-])
-def test_a_bad_floors_file_is_a_usage_error_naming_the_file_and_entry(project: pytest.Pytester, entry: dict, complaint: str) -> None:
+@pytest.mark.parametrize(
+    "entry, complaint",
+    [
+        ({"value": -1.0}, "does not match the rocm-validate floors schema"),
+        ({"value": "fast"}, "does not match the rocm-validate floors schema"),
+        ({"name": "gemn.bf16.8192x8192x8192"}, "floor 'gemn.bf16.8192x8192x8192' names no metric the suites record"),
+        ({"better": "lower"}, "is on a lower-is-better metric"),
+    ],
+)
+def test_a_bad_floors_file_is_a_usage_error_naming_the_file_and_entry(
+    project: pytest.Pytester, entry: dict, complaint: str
+) -> None:
     floors = project.mkdir("floors")
-    row = {"value": 500.0, "unit": "TFLOP/s", "better": "higher", "dispersion": None, "samples": None,
-           "provenance": {"date": "2026-11-23"}}
+    row = {
+        "value": 500.0,
+        "unit": "TFLOP/s",
+        "better": "higher",
+        "dispersion": None,
+        "samples": None,
+        "provenance": {"date": "2026-11-23"},
+    }
     name = entry.pop("name", "gemm.bf16.8192x8192x8192")
     row.update(entry)
-    (floors / f"{KEY}.json").write_text(json.dumps({"schema": "rocm-validate/baselines/1", "device_key": KEY, "metrics": {name: row}}))
+    (floors / f"{KEY}.json").write_text(
+        json.dumps({"schema": "rocm-validate/baselines/1", "device_key": KEY, "metrics": {name: row}})
+    )
     result = run(project, f"--rocm-floors={floors}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: *{KEY}.json*{complaint}*"])
@@ -187,9 +233,11 @@ def test_a_bad_floors_file_is_a_usage_error_naming_the_file_and_entry(project: p
 
 def test_a_floor_file_with_infinity_is_refused(project: pytest.Pytester) -> None:
     floors = project.mkdir("floors")
-    (floors / f"{KEY}.json").write_text('{"schema": "rocm-validate/baselines/1", "device_key": "%s", "metrics": {"gemm.bf16.8192x8192x8192": '
-                                        '{"value": Infinity, "unit": "TFLOP/s", "better": "higher", "dispersion": null, "samples": null, '
-                                        '"provenance": {"date": "x"}}}}' % KEY)
+    (floors / f"{KEY}.json").write_text(
+        f'{{"schema": "rocm-validate/baselines/1", "device_key": "{KEY}", "metrics": {{"gemm.bf16.8192x8192x8192": '
+        '{"value": Infinity, "unit": "TFLOP/s", "better": "higher", "dispersion": null, "samples": null, '
+        '"provenance": {"date": "x"}}}}'
+    )
     result = run(project, f"--rocm-floors={floors}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *contains Infinity, which is not JSON*"])
@@ -218,10 +266,12 @@ def test_a_slower_run_fails_with_value_baseline_ratio_band_noise_and_peak(projec
     result = run(recorded(project), slowdown=1.25)
     result.assert_outcomes(failed=2)
     assert result.ret == 1
-    result.stdout.fnmatch_lines([
-        "*gemm.bf16.8192x8192x8192: regressed: 20.0% slower, 586.4 TFLOP/s vs baseline 733 (ratio 0.800, "
-        "allowed 5.0% = max(floor 5.0%, 3 x noise 0.00%); catches a 5.0% change); 44.9% of the 1307 TFLOP/s datasheet peak*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*gemm.bf16.8192x8192x8192: regressed: 20.0% slower, 586.4 TFLOP/s vs baseline 733 (ratio 0.800, "
+            "allowed 5.0% = max(floor 5.0%, 3 x noise 0.00%); catches a 5.0% change); 44.9% of the 1307 TFLOP/s datasheet peak*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
 
 
@@ -247,7 +297,9 @@ def test_a_much_faster_run_passes_with_a_note_to_record_it(project: pytest.Pytes
     ['{"schema": "rocm-validate/baselines/1", "metr', '{"schema": "rocm-validate/baselines/1", "device_key": "x"}'],
     ids=["truncated", "wrong-schema"],
 )
-def test_an_unusable_baseline_file_is_a_usage_error_naming_the_file_and_the_fix(project: pytest.Pytester, content: str) -> None:
+def test_an_unusable_baseline_file_is_a_usage_error_naming_the_file_and_the_fix(
+    project: pytest.Pytester, content: str
+) -> None:
     baseline_file(project).write_text(content)
     result = run(project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -256,37 +308,48 @@ def test_an_unusable_baseline_file_is_a_usage_error_naming_the_file_and_the_fix(
 
 
 def test_update_baselines_never_writes_from_a_failed_test(project: pytest.Pytester) -> None:
-    project.makepyfile(test_failing='''
+    project.makepyfile(
+        test_failing="""
 import pytest
 
 @pytest.mark.rocm_suite("perf")
 def test_measures_then_fails(perf, timed):
     perf.throughput("sdpa.forward.bert-large.48x16x512x64", timed(0.0002), 5.2e10, "TFLOP/s")
     assert False, "the output was wrong"
-''')
+"""
+    )
     result = run(project, "--update-baselines")
     result.assert_outcomes(passed=2, failed=1)
     assert "sdpa.forward.bert-large.48x16x512x64" not in stored(project)
-    result.stdout.fnmatch_lines(["*baseline not written: the test did not pass*", "rocm-validate baselines not recorded: 1",
-                                 "  sdpa.forward.bert-large.48x16x512x64: new, *"])
+    result.stdout.fnmatch_lines(
+        [
+            "*baseline not written: the test did not pass*",
+            "rocm-validate baselines not recorded: 1",
+            "  sdpa.forward.bert-large.48x16x512x64: new, *",
+        ]
+    )
 
 
 def test_update_baselines_refuses_a_noisy_metric_and_says_so(project: pytest.Pytester) -> None:
-    project.makepyfile(test_noisy='''
+    project.makepyfile(
+        test_noisy="""
 import pytest
 
 @pytest.mark.rocm_suite("perf")
 def test_noisy(perf, timed):
     perf.throughput("gemm.fp16.8192x8192x8192", timed(0.0015, spread=0.3), 2 * 8192**3, "TFLOP/s")
-''')
+"""
+    )
     result = run(project, "--update-baselines")
     result.assert_outcomes(passed=3)
     assert "gemm.fp16.8192x8192x8192" not in stored(project)
-    result.stdout.fnmatch_lines([
-        "*gemm.fp16.8192x8192x8192: not recorded: this run's round-to-round noise * exceeds 2.67%*rerun on an idle device",
-        "rocm-validate baselines refused as too noisy: 1",
-        "  gemm.fp16.8192x8192x8192: new, *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*gemm.fp16.8192x8192x8192: not recorded: this run's round-to-round noise * exceeds 2.67%*rerun on an idle device",
+            "rocm-validate baselines refused as too noisy: 1",
+            "  gemm.fp16.8192x8192x8192: new, *",
+        ]
+    )
 
 
 def test_rerecording_an_unchanged_stack_folds_the_run_into_each_entry(project: pytest.Pytester) -> None:
@@ -303,12 +366,14 @@ def test_update_baselines_refuses_a_regression_keeps_the_old_value_and_fails(pro
     result.assert_outcomes(failed=2)
     assert result.ret == 1
     assert stored(project) == before
-    result.stdout.fnmatch_lines([
-        "*gemm.bf16.8192x8192x8192: refused: * -> * TFLOP/s (-45.9%) is worse than the baseline beyond its band*"
-        "--rocm-accept-regressions*",
-        "rocm-validate baselines refused as regressions (--rocm-accept-regressions records them): 2",
-        "  *: * -> * (-45.9%)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*gemm.bf16.8192x8192x8192: refused: * -> * TFLOP/s (-45.9%) is worse than the baseline beyond its band*"
+            "--rocm-accept-regressions*",
+            "rocm-validate baselines refused as regressions (--rocm-accept-regressions records them): 2",
+            "  *: * -> * (-45.9%)",
+        ]
+    )
 
 
 def test_accepted_regressions_are_written_and_listed_old_to_new(project: pytest.Pytester) -> None:
@@ -322,23 +387,35 @@ def test_accepted_regressions_are_written_and_listed_old_to_new(project: pytest.
 
 def test_update_baselines_rewrites_only_the_metrics_it_measured(project: pytest.Pytester) -> None:
     before = stored(recorded(project))
-    run(project, "--update-baselines", "--rocm-accept-regressions", "-k", "gemm", slowdown=1.2).assert_outcomes(passed=1)
+    run(project, "--update-baselines", "--rocm-accept-regressions", "-k", "gemm", slowdown=1.2).assert_outcomes(
+        passed=1
+    )
     after = stored(project)
     assert after["copy.device.2048mib"] == before["copy.device.2048mib"]
-    assert after["gemm.bf16.8192x8192x8192"]["value"] == pytest.approx(before["gemm.bf16.8192x8192x8192"]["value"] / 1.2, rel=1e-3)
+    assert after["gemm.bf16.8192x8192x8192"]["value"] == pytest.approx(
+        before["gemm.bf16.8192x8192x8192"]["value"] / 1.2, rel=1e-3
+    )
 
 
 def test_parallel_workers_recording_baselines_lose_no_entry(project: pytest.Pytester) -> None:
-    project.makepyfile(test_many='''
+    project.makepyfile(
+        test_many="""
 import pytest
 
 @pytest.mark.rocm_suite("perf")
 @pytest.mark.parametrize("index", range(16))
 def test_one_metric_each(perf, timed, index):
     perf.throughput(f"copy.case{index}", timed(0.001 * (1 + index)), 1e9, "GB/s")
-''')
+"""
+    )
     result = project.runpytest_subprocess(
-        "-n", "2", "--rocm-suite=perf", f"--rocm-baselines={project.path / 'baselines'}", "--update-baselines", "-p", "no:cacheprovider"
+        "-n",
+        "2",
+        "--rocm-suite=perf",
+        f"--rocm-baselines={project.path / 'baselines'}",
+        "--update-baselines",
+        "-p",
+        "no:cacheprovider",
     )
     result.assert_outcomes(passed=18)
     assert len(stored(project)) == 18
@@ -366,7 +443,8 @@ def test_benchmark_json_is_written_for_dashboards(project: pytest.Pytester) -> N
 
 
 def test_an_out_of_memory_error_fails_only_that_test_with_need_and_found(project: pytest.Pytester) -> None:
-    project.makepyfile(test_oom='''
+    project.makepyfile(
+        test_oom="""
 import pytest
 import torch
 
@@ -377,10 +455,13 @@ def test_too_big(perf):
 
 def test_after_it(perf, timed):
     perf.throughput("copy.after.oom", timed(0.001), 1e9, "GB/s")
-''')
+"""
+    )
     result = run(project, "--update-baselines", "test_oom.py")
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines(["*out of device memory in test_oom.py::test_too_big: needed 2.00 GiB more, found unknown free*"])
+    result.stdout.fnmatch_lines(
+        ["*out of device memory in test_oom.py::test_too_big: needed 2.00 GiB more, found unknown free*"]
+    )
     assert "raise torch.OutOfMemoryError" not in result.stdout.str()
 
 
@@ -388,18 +469,30 @@ def test_an_ini_rule_widens_the_band_of_the_metrics_it_names(project: pytest.Pyt
     project.makeini("[pytest]\nrocm_perf_thresholds =\n    gemm.* floor=0.3 cap=0.5\n")
     result = run(recorded(project), slowdown=1.25)
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*1 rocm_perf_thresholds rule(s) before the defaults*", "FAILED test_metrics.py::test_copy*"])
+    result.stdout.fnmatch_lines(
+        ["*1 rocm_perf_thresholds rule(s) before the defaults*", "FAILED test_metrics.py::test_copy*"]
+    )
 
 
 @pytest.mark.parametrize(
     "args, ini, complaint",
     [
-        ((), "[pytest]\nrocm_perf_thresholds = gemm.* floor=lots\n", "rocm_perf_thresholds (ini): line 1 'gemm.* floor=lots': floor='lots': expected a number"),
-        (("--rocm-perf-window=0",), "", "--rocm-perf-window='0': expected a factor from 0.25 (shorter windows hold too few rounds to measure their noise) to 20"),
+        (
+            (),
+            "[pytest]\nrocm_perf_thresholds = gemm.* floor=lots\n",
+            "rocm_perf_thresholds (ini): line 1 'gemm.* floor=lots': floor='lots': expected a number",
+        ),
+        (
+            ("--rocm-perf-window=0",),
+            "",
+            "--rocm-perf-window='0': expected a factor from 0.25 (shorter windows hold too few rounds to measure their noise) to 20",
+        ),
     ],
     ids=["threshold-rule", "window"],
 )
-def test_a_bad_perf_option_is_a_usage_error_naming_it(project: pytest.Pytester, args: tuple[str, ...], ini: str, complaint: str) -> None:
+def test_a_bad_perf_option_is_a_usage_error_naming_it(
+    project: pytest.Pytester, args: tuple[str, ...], ini: str, complaint: str
+) -> None:
     if ini:
         project.makeini(ini)
     result = run(project, *args)
@@ -408,14 +501,16 @@ def test_a_bad_perf_option_is_a_usage_error_naming_it(project: pytest.Pytester, 
 
 
 def test_an_informational_metric_is_shown_but_never_fails(project: pytest.Pytester) -> None:
-    project.makepyfile(test_compile='''
+    project.makepyfile(
+        test_compile="""
 import os
 import pytest
 
 @pytest.mark.rocm_suite("perf")
 def test_compile(perf):
     perf.record("train.bert-large.compile_seconds", 100.0 * float(os.environ["SLOWDOWN"]), "s", "lower")
-''')
+"""
+    )
     run(project, "--update-baselines", "test_compile.py").assert_outcomes(passed=1)
     result = run(project, "test_compile.py", slowdown=3.0)
     result.assert_outcomes(passed=1)
@@ -423,7 +518,8 @@ def test_compile(perf):
 
 
 def test_two_tests_recording_one_metric_name_is_an_error(project: pytest.Pytester) -> None:
-    project.makepyfile(test_twice='''
+    project.makepyfile(
+        test_twice="""
 import pytest
 
 pytestmark = pytest.mark.rocm_suite("perf")
@@ -433,7 +529,8 @@ def test_first(perf, timed):
 
 def test_second(perf, timed):
     perf.throughput("copy.same", timed(0.001), 1e9, "GB/s")
-''')
+"""
+    )
     result = run(project, "--update-baselines", "test_twice.py")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*metric copy.same is recorded twice (also by test_twice.py::test_first)*"])
@@ -477,10 +574,16 @@ def test_at_the_power_cap_a_run_slower_only_by_its_clock_passes_judged_per_clock
     monkeypatch.setenv("CLOCK_MHZ", str(1600 / 1.10))
     result = run(project, "--rocm-report=report.json", slowdown=1.10)
     result.assert_outcomes(passed=1, failed=1)  # the device copy is memory-bound: never judged per clock
-    gemm = next(m for m in json.loads((project.path / "report.json").read_text())["metrics"] if m["name"].startswith("gemm"))
+    gemm = next(
+        m for m in json.loads((project.path / "report.json").read_text())["metrics"] if m["name"].startswith("gemm")
+    )
     assert (gemm["verdict"], gemm["extra"]["gate"]["basis"]) == ("pass", "per-clock")
-    assert gemm["ratio"] == pytest.approx(1.0, rel=1e-3) and gemm["extra"]["gate"]["throughput_ratio"] == pytest.approx(1 / 1.10, rel=1e-3)
-    result.stdout.fnmatch_lines(["*copy.device.2048mib: regressed*", "*perf detects a slowdown*judged per clock cycle: 1*"])
+    assert gemm["ratio"] == pytest.approx(1.0, rel=1e-3) and gemm["extra"]["gate"]["throughput_ratio"] == pytest.approx(
+        1 / 1.10, rel=1e-3
+    )
+    result.stdout.fnmatch_lines(
+        ["*copy.device.2048mib: regressed*", "*perf detects a slowdown*judged per clock cycle: 1*"]
+    )
 
 
 def test_at_the_power_cap_a_kernel_five_percent_slower_at_the_same_clock_fails(project, monkeypatch) -> None:
@@ -488,14 +591,21 @@ def test_at_the_power_cap_a_kernel_five_percent_slower_at_the_same_clock_fails(p
     monkeypatch.setenv("CAPPED", "0.9")
     result = run(recorded(project), slowdown=1.05)
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*gemm.bf16.8192x8192x8192: regressed: 4.8% slower per clock cycle*judged per clock cycle*"])
+    result.stdout.fnmatch_lines(
+        ["*gemm.bf16.8192x8192x8192: regressed: 4.8% slower per clock cycle*judged per clock cycle*"]
+    )
 
 
 def test_the_table_and_the_report_state_the_change_each_metric_catches(project) -> None:
     result = run(recorded(project), "--rocm-report=report.json")
-    result.stdout.fnmatch_lines(["metric * ratio  detects  % peak  verdict", "gemm.bf16.8192x8192x8192 * 1.000 * 5.0% * pass"])
+    result.stdout.fnmatch_lines(
+        ["metric * ratio  detects  % peak  verdict", "gemm.bf16.8192x8192x8192 * 1.000 * 5.0% * pass"]
+    )
     metrics = json.loads((project.path / "report.json").read_text())["metrics"]
-    assert {m["name"]: m["detectable"] for m in metrics} == {"gemm.bf16.8192x8192x8192": 0.05, "copy.device.2048mib": 0.02}
+    assert {m["name"]: m["detectable"] for m in metrics} == {
+        "gemm.bf16.8192x8192x8192": 0.05,
+        "copy.device.2048mib": 0.02,
+    }
 
 
 def test_three_recordings_fold_into_one_entry_whose_spread_sets_the_band(project) -> None:
@@ -509,7 +619,7 @@ def test_three_recordings_fold_into_one_entry_whose_spread_sets_the_band(project
     result.assert_outcomes(passed=1, failed=1)  # gemm: band max(5% floor, 3 x 1.2%); copy: 2% floor
 
 
-STALLED = '''
+STALLED = """
 import pytest
 
 from rocm_validate.perf.recorder import Measurement
@@ -521,7 +631,7 @@ from rocm_validate.perf.timing import Timing
 def test_stalled(perf):
     timing = Timing(SampleSummary((0.0015,) * 20, 1), "synthetic", 0.0, True, stalls=(0.0023,))
     perf.throughput("gemm.bf16.8192x8192x8192", Measurement(timing, {}), 2 * 8192**3, "TFLOP/s")
-'''
+"""
 
 
 def test_a_metric_with_stalled_rounds_left_out_says_so_in_the_report(project: pytest.Pytester) -> None:

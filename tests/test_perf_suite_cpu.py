@@ -17,9 +17,17 @@ LOOSE_CPU_BAND = "rocm_perf_thresholds=* backend=cpu floor=0.9 cap=0.95 k=1"
 
 def _run(pytester: pytest.Pytester, report: str, *args: str) -> tuple[pytest.RunResult, dict]:
     result = pytester.runpytest(
-        str(REPO / "suites" / "perf"), f"--rootdir={REPO}", "--rocm-suite=perf", "--rocm-device=cpu",
-        f"--rocm-baselines={pytester.path / 'baselines'}", f"--rocm-report={pytester.path / report}",
-        "-o", LOOSE_CPU_BAND, "-p", "no:cacheprovider", *args,
+        str(REPO / "suites" / "perf"),
+        f"--rootdir={REPO}",
+        "--rocm-suite=perf",
+        "--rocm-device=cpu",
+        f"--rocm-baselines={pytester.path / 'baselines'}",
+        f"--rocm-report={pytester.path / report}",
+        "-o",
+        LOOSE_CPU_BAND,
+        "-p",
+        "no:cacheprovider",
+        *args,
     )
     return result, json.loads((pytester.path / report).read_text())
 
@@ -45,7 +53,7 @@ def test_the_cpu_perf_suite_records_baselines_then_catches_exactly_the_scaled_on
     assert {v for n, v in verdicts.items() if n not in scaled} <= {"pass", "improved"}, result.stdout.str()[-3000:]
 
 
-NOISY_ON_A_BUSY_HOST = '''
+NOISY_ON_A_BUSY_HOST = """
 import itertools
 import time
 
@@ -58,7 +66,7 @@ def test_a_busy_host(perf):
         time.sleep(0.0004 * (4 if (next(calls) // 20) % 3 == 0 else 1))
 
     perf.throughput("copy.busy_host", perf.measure(work), 1e6, "GB/s")
-'''
+"""
 
 
 def test_update_baselines_on_a_busy_cpu_refuses_the_noisy_metric_by_default(pytester):
@@ -66,11 +74,15 @@ def test_update_baselines_on_a_busy_cpu_refuses_the_noisy_metric_by_default(pyte
     pytester.mkdir("suites")
     pytester.mkdir("suites/perf")
     (pytester.path / "suites" / "perf" / "test_busy.py").write_text(NOISY_ON_A_BUSY_HOST)
-    result = pytester.runpytest("--rocm-suite=perf", "--rocm-device=cpu", "--update-baselines", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--rocm-suite=perf", "--rocm-device=cpu", "--update-baselines", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*copy.busy_host: not recorded: this run's round-to-round noise * exceeds 20.00%*rerun on an idle device*",
-        "rocm-validate baselines refused as too noisy: 1",
-        "  copy.busy_host: new, *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*copy.busy_host: not recorded: this run's round-to-round noise * exceeds 20.00%*rerun on an idle device*",
+            "rocm-validate baselines refused as too noisy: 1",
+            "  copy.busy_host: new, *",
+        ]
+    )
     assert not list((pytester.path / "baselines").glob("*.json")), "a refused metric must not create a baseline file"

@@ -12,16 +12,25 @@ from rocm_validate.platform.devices import DeviceInfo
 
 
 def test_nvml_readings_become_a_sample_with_decoded_slowdowns() -> None:
-    sample = telemetry.nvml_sample({"sm_clock": 1755, "mem_clock": 2619, "temperature": 61, "power_mw": 612_345, "reasons": 0x4 | 0x1})
+    sample = telemetry.nvml_sample(
+        {"sm_clock": 1755, "mem_clock": 2619, "temperature": 61, "power_mw": 612_345, "reasons": 0x4 | 0x1}
+    )
     assert (sample.clock_mhz, sample.memory_clock_mhz, sample.temperature_c) == (1755, 2619, 61)
     assert sample.power_w == 612.345
     assert sample.reasons == ("idle", "sw-power-cap") and sample.slowdowns == ("sw-power-cap",)
 
 
 def test_amdsmi_readings_of_either_release_become_a_sample() -> None:
-    rocm6 = telemetry.amdsmi_sample({"clk": 2100, "min_clk": 500, "max_clk": 2100}, {"clk": 1300}, 52, {"current_socket_power": 701, "average_socket_power": "N/A"})
+    rocm6 = telemetry.amdsmi_sample(
+        {"clk": 2100, "min_clk": 500, "max_clk": 2100},
+        {"clk": 1300},
+        52,
+        {"current_socket_power": 701, "average_socket_power": "N/A"},
+    )
     assert (rocm6.clock_mhz, rocm6.memory_clock_mhz, rocm6.temperature_c, rocm6.power_w) == (2100, 1300, 52, 701)
-    rocm5 = telemetry.amdsmi_sample({"cur_clk": 1700}, {"cur_clk": 1600}, 44000, {"current_socket_power": "N/A", "average_socket_power": 91_000_000})
+    rocm5 = telemetry.amdsmi_sample(
+        {"cur_clk": 1700}, {"cur_clk": 1600}, 44000, {"current_socket_power": "N/A", "average_socket_power": 91_000_000}
+    )
     assert (rocm5.clock_mhz, rocm5.temperature_c, rocm5.power_w) == (1700, 44.0, 91.0)
 
 
@@ -69,9 +78,14 @@ def test_when_no_field_can_be_read_the_source_turns_off_with_the_reasons() -> No
     def lost() -> int:
         raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
 
-    reader = telemetry._Reader("nvidia-ml-py", {"sm_clock": lost, "power_mw": lost}, telemetry.nvml_sample, lambda: None)
+    reader = telemetry._Reader(
+        "nvidia-ml-py", {"sm_clock": lost, "power_mw": lost}, telemetry.nvml_sample, lambda: None
+    )
     assert reader.sample() is None and reader.sample() is None
-    assert reader.reason == "nvidia-ml-py reading failed: sm_clock: RuntimeError: NVML_ERROR_GPU_IS_LOST; power_mw: RuntimeError: NVML_ERROR_GPU_IS_LOST"
+    assert (
+        reader.reason
+        == "nvidia-ml-py reading failed: sm_clock: RuntimeError: NVML_ERROR_GPU_IS_LOST; power_mw: RuntimeError: NVML_ERROR_GPU_IS_LOST"
+    )
 
 
 def _sr_iov_amdsmi() -> types.ModuleType:
@@ -96,10 +110,16 @@ def _sr_iov_amdsmi() -> types.ModuleType:
 
 def test_an_sr_iov_guest_keeps_clock_telemetry_when_its_power_reading_is_refused(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "amdsmi", _sr_iov_amdsmi())
-    mi300 = DeviceInfo(backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942", device_key="k", pci_bus_id="0000:26:00.0")
+    mi300 = DeviceInfo(
+        backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942", device_key="k", pci_bus_id="0000:26:00.0"
+    )
     source = telemetry.open_telemetry(mi300, env={})
     sample = source.sample()
-    assert source.source == "amdsmi" and (sample.clock_mhz, sample.memory_clock_mhz, sample.temperature_c) == (2100, 1300, 41)
+    assert source.source == "amdsmi" and (sample.clock_mhz, sample.memory_clock_mhz, sample.temperature_c) == (
+        2100,
+        1300,
+        41,
+    )
     assert sample.power_w is None and sample.to_dict()["unavailable"] == [
         "power: AmdSmiLibraryException: Error code: 2 | AMDSMI_STATUS_NOT_SUPPORTED"
     ]

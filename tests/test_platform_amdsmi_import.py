@@ -53,10 +53,14 @@ def test_a_rocm_copy_that_fails_to_import_falls_back_to_the_installed_package(ro
     _package(installed, "ORIGIN = 'pip'\n")
     loaded = amdsmi_import.import_amdsmi({"ROCM_PATH": str(rocm)})
     assert loaded.module.ORIGIN == "pip" and loaded.origin.startswith("amdsmi at ")
-    assert loaded.failures == (f"{rocm / 'share' / 'amd_smi'}: AttributeError: amdsmi_get_gpu_accelerator_partition_profile",)
+    assert loaded.failures == (
+        f"{rocm / 'share' / 'amd_smi'}: AttributeError: amdsmi_get_gpu_accelerator_partition_profile",
+    )
 
 
-@pytest.mark.parametrize("raised", ["KeyError('AMDSMI_LIB_VERSION_MAJOR')", "OSError('libamd_smi.so: cannot open shared object file')"])
+@pytest.mark.parametrize(
+    "raised", ["KeyError('AMDSMI_LIB_VERSION_MAJOR')", "OSError('libamd_smi.so: cannot open shared object file')"]
+)
 def test_an_import_that_raises_anything_is_an_import_error_naming_each_copy(rocm, installed, raised):
     _package(rocm / "share" / "amd_smi", f"raise {raised}\n")
     _package(installed, f"raise {raised}\n")

@@ -33,45 +33,146 @@ def describe(tmp_path: Path, files: dict[str, Path]) -> offline.OfflineNode:
 # partition the outputs show (None where the format does not show it).
 FORMATS = {
     "amd-smi static json, ROCm 7 gpu_data": (
-        {"amd-smi-static.json": AMD / "amd-smi-static-mi355x-rocm7.json"}, 1, "gfx950", 256, 294896, "SPX", "NPS1"),
+        {"amd-smi-static.json": AMD / "amd-smi-static-mi355x-rocm7.json"},
+        1,
+        "gfx950",
+        256,
+        294896,
+        "SPX",
+        "NPS1",
+    ),
     "amd-smi static json, ROCm 6.4 list": (
-        {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.4.json"}, 2, "gfx942", 304, 196592, "SPX", "NPS1"),
+        {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.4.json"},
+        2,
+        "gfx942",
+        304,
+        196592,
+        "SPX",
+        "NPS1",
+    ),
     "amd-smi static json, ROCm 6.1 (no CU count)": (
-        {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.1.json"}, 2, "gfx942", None, 196592, "SPX", "NPS1"),
+        {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.1.json"},
+        2,
+        "gfx942",
+        None,
+        196592,
+        "SPX",
+        "NPS1",
+    ),
     "amd-smi static json, ROCm 6.0, with rocminfo for the CUs": (
-        {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.0.json", "rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt"},
-        2, "gfx942", 304, 196592, "SPX", "NPS1"),
+        {
+            "amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.0.json",
+            "rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt",
+        },
+        2,
+        "gfx942",
+        304,
+        196592,
+        "SPX",
+        "NPS1",
+    ),
     "amd-smi static json, CPX/NPS4 node of 64 partitions": (
-        {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-cpx-nps4-64dev.json"}, 64, "gfx942", 38, 24574, "CPX", "NPS4"),
+        {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-cpx-nps4-64dev.json"},
+        64,
+        "gfx942",
+        38,
+        24574,
+        "CPX",
+        "NPS4",
+    ),
     "amd-smi static text, ROCm 7": (
-        {"amd-smi-static.txt": AMD / "amd-smi-static-mi300x-rocm7.txt"}, 2, "gfx942", 304, 196592, "SPX", "NPS1"),
+        {"amd-smi-static.txt": AMD / "amd-smi-static-mi300x-rocm7.txt"},
+        2,
+        "gfx942",
+        304,
+        196592,
+        "SPX",
+        "NPS1",
+    ),
     "amd-smi static --partition text": (
-        {"amd-smi-static.txt": AMD / "amd-smi-static-partition-mi300x-cpx-nps4.txt"}, 16, "unknown", None, None, "CPX", "NPS4"),
+        {"amd-smi-static.txt": AMD / "amd-smi-static-partition-mi300x-cpx-nps4.txt"},
+        16,
+        "unknown",
+        None,
+        None,
+        "CPX",
+        "NPS4",
+    ),
     "amd-smi list -e, CPX": (
-        {"amd-smi-list.txt": AMD / "amd-smi-list-mi300x-cpx.txt"}, 8, "unknown", None, None, None, None),
-    "rocminfo": (
-        {"rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt"}, 2, "gfx942", 304, 196592, "SPX", None),
+        {"amd-smi-list.txt": AMD / "amd-smi-list-mi300x-cpx.txt"},
+        8,
+        "unknown",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "rocminfo": ({"rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt"}, 2, "gfx942", 304, 196592, "SPX", None),
     "rocm-smi json, ROCm 6.4": (
-        {"rocm-smi.json": AMD / "rocm-smi-mi300x-rocm6.4.json"}, 2, "gfx942", None, 196592, "SPX", "NPS1"),
+        {"rocm-smi.json": AMD / "rocm-smi-mi300x-rocm6.4.json"},
+        2,
+        "gfx942",
+        None,
+        196592,
+        "SPX",
+        "NPS1",
+    ),
     "rocm-smi json, gfx9010": (
-        {"rocm-smi.json": AMD / "rocm-smi-showproductname-mi250x.json"}, 2, "gfx90a", None, None, None, None),
+        {"rocm-smi.json": AMD / "rocm-smi-showproductname-mi250x.json"},
+        2,
+        "gfx90a",
+        None,
+        None,
+        None,
+        None,
+    ),
     "rocm-smi -a json, ROCm 5": (
-        {"rocm-smi.json": AMD / "rocm-smi-a-mi250-rocm5.json"}, 2, "gfx90a", None, None, None, None),
+        {"rocm-smi.json": AMD / "rocm-smi-a-mi250-rocm5.json"},
+        2,
+        "gfx90a",
+        None,
+        None,
+        None,
+        None,
+    ),
     "rocm-smi -a text, SR-IOV guest": (
-        {"rocm-smi.txt": AMD / "rocm-smi-a-mi300x-sriov.txt"}, 2, "gfx942", None, None, "SPX", "NPS1"),
+        {"rocm-smi.txt": AMD / "rocm-smi-a-mi300x-sriov.txt"},
+        2,
+        "gfx942",
+        None,
+        None,
+        "SPX",
+        "NPS1",
+    ),
     "rocm-smi --showhw, MI300A TPX": (
-        {"rocm-smi.txt": AMD / "rocm-smi-showhw-mi300a-tpx.txt"}, 6, "gfx942", None, None, "TPX", None),
-    "rocm-smi concise": (
-        {"rocm-smi.txt": AMD / "rocm-smi-concise-mi300x.txt"}, 3, "gfx942", None, None, "SPX", "NPS1"),
+        {"rocm-smi.txt": AMD / "rocm-smi-showhw-mi300a-tpx.txt"},
+        6,
+        "gfx942",
+        None,
+        None,
+        "TPX",
+        None,
+    ),
+    "rocm-smi concise": ({"rocm-smi.txt": AMD / "rocm-smi-concise-mi300x.txt"}, 3, "gfx942", None, None, "SPX", "NPS1"),
     "rocm-smi --showproduct": (
-        {"rocm-smi.txt": AMD / "rocm-smi-showproduct-mi300a.txt"}, 2, "gfx942", None, None, None, None),
-    "nvidia-smi -q -x": (
-        {"nvidia-smi.xml": NVIDIA_XML}, 2, "sm_90", None, 81559, None, None),
+        {"rocm-smi.txt": AMD / "rocm-smi-showproduct-mi300a.txt"},
+        2,
+        "gfx942",
+        None,
+        None,
+        None,
+        None,
+    ),
+    "nvidia-smi -q -x": ({"nvidia-smi.xml": NVIDIA_XML}, 2, "sm_90", None, 81559, None, None),
 }
 
 
-@pytest.mark.parametrize(("files", "count", "arch", "units", "memory_mib", "compute", "memory"), FORMATS.values(), ids=FORMATS)
-def test_each_saved_format_gives_what_the_output_shows(tmp_path, files, count, arch, units, memory_mib, compute, memory):
+@pytest.mark.parametrize(
+    ("files", "count", "arch", "units", "memory_mib", "compute", "memory"), FORMATS.values(), ids=FORMATS
+)
+def test_each_saved_format_gives_what_the_output_shows(
+    tmp_path, files, count, arch, units, memory_mib, compute, memory
+):
     node = describe(tmp_path, files)
     assert len(node.devices) == count
     assert [e for e in node.errors if "is 'N/A'" not in e] == []  # only the sections a fixture writes as N/A
@@ -82,12 +183,27 @@ def test_each_saved_format_gives_what_the_output_shows(tmp_path, files, count, a
 
 
 def test_an_offline_device_says_where_its_facts_came_from_and_carries_no_software_stack(tmp_path):
-    node = describe(tmp_path, {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.0.json", "rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt"})
+    node = describe(
+        tmp_path,
+        {
+            "amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.0.json",
+            "rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt",
+        },
+    )
     first = node.devices[0]
     assert first.sources == ("saved amd-smi static --json", "saved rocminfo")
-    assert (first.device_key, first.pci_bus_id, first.driver_version) == ("amd-instinct-mi300x-gfx942", "0000:0c:00.0", "6.3.6")
+    assert (first.device_key, first.pci_bus_id, first.driver_version) == (
+        "amd-instinct-mi300x-gfx942",
+        "0000:0c:00.0",
+        "6.3.6",
+    )
     assert first.fp8_formats == ("e4m3fnuz", "e5m2fnuz")  # a fact of the arch
-    assert (first.torch_version, first.preferred_blas, first.attention_library, first.scaled_mm) == (None, None, None, False)
+    assert (first.torch_version, first.preferred_blas, first.attention_library, first.scaled_mm) == (
+        None,
+        None,
+        None,
+        False,
+    )
     assert node.files == ("amd-smi-static.json", "rocminfo.txt")
 
 
@@ -109,7 +225,13 @@ def test_broken_sections_are_listed_and_the_rest_of_the_node_described(tmp_path)
 
 
 def test_another_tools_output_fills_what_a_broken_section_lost(tmp_path):
-    node = describe(tmp_path, {"amd-smi-static.json": AMD / "amd-smi-static-broken-rocm6.4.json", "rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt"})
+    node = describe(
+        tmp_path,
+        {
+            "amd-smi-static.json": AMD / "amd-smi-static-broken-rocm6.4.json",
+            "rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt",
+        },
+    )
     assert [(d.arch, d.compute_units, d.name) for d in node.devices] == [("gfx942", 304, "AMD Instinct MI300X")] * 2
     assert len(node.errors) == 3  # still said
 
@@ -117,9 +239,21 @@ def test_another_tools_output_fills_what_a_broken_section_lost(tmp_path):
 @pytest.mark.parametrize(
     ("name", "text", "error"),
     [
-        ("rocm-smi.json", "ERROR: GPU[0] : Unable to get compute partition\n", "rocm-smi.json: ToolOutputError: rocm-smi --json printed no JSON"),
-        ("nvidia-smi.xml", NVIDIA_XML.read_text()[:900], "nvidia-smi.xml: ToolOutputError: nvidia-smi -q -x printed invalid XML"),
-        ("rocminfo.txt", "ROCk module is NOT loaded, possibly no GPU devices\n", "rocminfo.txt: ToolOutputError: rocminfo output has no 'HSA Agents'"),
+        (
+            "rocm-smi.json",
+            "ERROR: GPU[0] : Unable to get compute partition\n",
+            "rocm-smi.json: ToolOutputError: rocm-smi --json printed no JSON",
+        ),
+        (
+            "nvidia-smi.xml",
+            NVIDIA_XML.read_text()[:900],
+            "nvidia-smi.xml: ToolOutputError: nvidia-smi -q -x printed invalid XML",
+        ),
+        (
+            "rocminfo.txt",
+            "ROCk module is NOT loaded, possibly no GPU devices\n",
+            "rocminfo.txt: ToolOutputError: rocminfo output has no 'HSA Agents'",
+        ),
     ],
 )
 def test_a_file_that_does_not_parse_is_an_error_beside_the_others(tmp_path, name, text, error):
@@ -165,15 +299,24 @@ def _node_runner(calls: list[list[str]]):
 
 def test_a_bundle_saves_each_output_and_records_what_was_missing_failed_or_timed_out(tmp_path):
     calls: list[list[str]] = []
-    records = offline.save_outputs(tmp_path / "node", timeout_s=5, run=_node_runner(calls), env={"HIP_VISIBLE_DEVICES": "0,1"})
+    records = offline.save_outputs(
+        tmp_path / "node", timeout_s=5, run=_node_runner(calls), env={"HIP_VISIBLE_DEVICES": "0,1"}
+    )
     status = {r.file: r.status for r in records}
     assert status == {
-        "amd-smi-static.json": "saved", "amd-smi-static.txt": "saved", "amd-smi-list.txt": "saved", "rocminfo.txt": "saved",
-        "rocm-smi.json": "timeout", "rocm-smi.txt": "timeout", "nvidia-smi.xml": "missing",
+        "amd-smi-static.json": "saved",
+        "amd-smi-static.txt": "saved",
+        "amd-smi-list.txt": "saved",
+        "rocminfo.txt": "saved",
+        "rocm-smi.json": "timeout",
+        "rocm-smi.txt": "timeout",
+        "nvidia-smi.xml": "missing",
     }
     json_record = records[0]
     assert json_record.command == "amd-smi static --json"  # the sectioned form was refused, the plain one saved
-    assert json_record.detail.startswith("amd-smi static --asic --bus --vram --cache --partition --driver --clock --json: RuntimeError")
+    assert json_record.detail.startswith(
+        "amd-smi static --asic --bus --vram --cache --partition --driver --clock --json: RuntimeError"
+    )
     assert ["rocm-smi", *offline._ROCM_SMI[1:], *offline._ROCM_SMI_PARTITIONS, "--json"] in calls
     manifest = json.loads((tmp_path / "node" / offline.MANIFEST).read_text())
     assert manifest["schema"] == "rocm-validate/bundle/1" and manifest["variables"] == {"HIP_VISIBLE_DEVICES": "0,1"}

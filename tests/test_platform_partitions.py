@@ -44,9 +44,14 @@ def test_nothing_is_inferred_where_the_count_says_nothing(name, arch, compute_un
 
 def test_partitions_behind_one_pci_address_name_the_mode():
     tpx = partitions.infer_from_shared_address("AMD Instinct MI300A", "gfx942", 3, "0000:01:00")
-    assert (tpx.compute, tpx.source) == ("TPX", "inferred from 3 devices at PCI address 0000:01:00 (AMD Instinct MI300A)")
+    assert (tpx.compute, tpx.source) == (
+        "TPX",
+        "inferred from 3 devices at PCI address 0000:01:00 (AMD Instinct MI300A)",
+    )
     assert partitions.infer_from_shared_address("AMD Instinct MI300X", "gfx942", 8, "0000:0c:00").compute == "CPX"
-    assert partitions.infer_from_shared_address("AMD INSTINCT MI250 (MCM) OAM AC MBA", "gfx90a", 1, "0000:2f:00") is None
+    assert (
+        partitions.infer_from_shared_address("AMD INSTINCT MI250 (MCM) OAM AC MBA", "gfx90a", 1, "0000:2f:00") is None
+    )
 
 
 def _partition_files(root, bdf: str, compute: str, memory: str) -> None:
@@ -73,8 +78,15 @@ def test_no_sysfs_files_means_no_reading(tmp_path):
 
 
 def _gpu(name: str, arch: str, compute_units: int | None, partition: str | None = None) -> DeviceInfo:
-    return DeviceInfo(backend="rocm", index=0, name=name, arch=arch, device_key="k", compute_units=compute_units,
-                      compute_partition=partition)
+    return DeviceInfo(
+        backend="rocm",
+        index=0,
+        name=name,
+        arch=arch,
+        device_key="k",
+        compute_units=compute_units,
+        compute_partition=partition,
+    )
 
 
 def test_a_partitions_peak_is_its_share_of_the_packages_cus():
@@ -83,9 +95,13 @@ def test_a_partitions_peak_is_its_share_of_the_packages_cus():
     assert peaks.partition_share(row, "SPX", 304) == 1.0
     assert peaks.peak_for(_gpu("AMD Instinct MI300X", "gfx942", 38), "bf16") == pytest.approx(1307.4 / 8, abs=0.01)
     assert peaks.peak_for(_gpu("AMD Instinct MI300X", "gfx942", 38), "memory") is None
-    assert peaks.peak_for(_gpu("AMD Instinct MI300A", "gfx942", 76, "TPX"), "fp8") == pytest.approx(1961.2 / 3, abs=0.01)
+    assert peaks.peak_for(_gpu("AMD Instinct MI300A", "gfx942", 76, "TPX"), "fp8") == pytest.approx(
+        1961.2 / 3, abs=0.01
+    )
 
 
 def test_without_a_cu_count_the_mode_decides_the_share():
-    assert peaks.peak_for(_gpu("AMD Instinct MI355X", "gfx950", None, "CPX"), "bf16") == pytest.approx(2516.6 / 8, abs=0.01)
+    assert peaks.peak_for(_gpu("AMD Instinct MI355X", "gfx950", None, "CPX"), "bf16") == pytest.approx(
+        2516.6 / 8, abs=0.01
+    )
     assert peaks.peak_for(_gpu("AMD Instinct MI300X", "gfx942", None), "memory") == 5300.0

@@ -21,8 +21,14 @@ def fresh_probe_cache():
 
 def mi300x(runtime: str = "6.4.43482-0f2d60242", torch_version: str = "2.7.1+rocm6.4") -> DeviceInfo:
     return DeviceInfo(
-        backend="rocm", index=0, name="AMD Instinct MI300X", arch="gfx942", device_key="k", runtime_version=runtime,
-        torch_version=torch_version, fp8_formats=capabilities.fp8_formats("rocm", "gfx942"),
+        backend="rocm",
+        index=0,
+        name="AMD Instinct MI300X",
+        arch="gfx942",
+        device_key="k",
+        runtime_version=runtime,
+        torch_version=torch_version,
+        fp8_formats=capabilities.fp8_formats("rocm", "gfx942"),
         scaled_mm=capabilities.scaled_mm_supported("rocm", "gfx942", runtime),
     )
 
@@ -39,7 +45,9 @@ def test_a_refusal_of_any_exception_type_is_reported_not_raised(monkeypatch, err
 
     monkeypatch.setattr(torch, "_scaled_mm", refuse)
     result = probes.run_scaled_mm_probe(torch, "cpu", "e4m3fn", "rowwise")
-    assert result == probes.ProbeResult(False, f"{error.__name__}: Only rowwise scaling with bfloat16 output is supported on ROCm")
+    assert result == probes.ProbeResult(
+        False, f"{error.__name__}: Only rowwise scaling with bfloat16 output is supported on ROCm"
+    )
 
 
 def test_a_device_this_process_does_not_drive_is_not_probed():

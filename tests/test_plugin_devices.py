@@ -24,9 +24,7 @@ def test_the_header_reproduces_the_run_with_device_key_arch_and_versions(pyteste
 
 
 def test_a_run_of_unrelated_tests_does_not_probe_devices(pytester):
-    pytester.makeconftest(
-        "def pytest_rocm_discover_devices(config):\n    raise AssertionError('probed devices')\n"
-    )
+    pytester.makeconftest("def pytest_rocm_discover_devices(config):\n    raise AssertionError('probed devices')\n")
     pytester.makepyfile("def test_ok():\n    pass\n")
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
@@ -43,8 +41,9 @@ def test_a_missing_gpu_index_is_a_usage_error_listing_the_gpus(pytester):
 
 def _only_a_broken_gpu_build(pytester) -> None:
     """Discovery as on a node whose CUDA build of torch cannot use its GPU: only the CPU is left."""
-    cpu = dataclasses.replace(fake_devices.cpu(), runtime_version="CUDA 13.0",
-                              errors=("torch.cuda: RuntimeError: invalid device ordinal",))
+    cpu = dataclasses.replace(
+        fake_devices.cpu(), runtime_version="CUDA 13.0", errors=("torch.cuda: RuntimeError: invalid device ordinal",)
+    )
     pytester.makeconftest(
         "import json\nfrom rocm_validate.platform.devices import DeviceInfo\n\n"
         "def pytest_rocm_discover_devices(config):\n"
@@ -57,8 +56,12 @@ def test_a_broken_gpu_stops_the_run_with_exit_4_instead_of_validating_the_cpu(py
     _only_a_broken_gpu_build(pytester)
     result = pytester.runpytest("--rocm-suite=correctness")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["ERROR: this torch is a GPU build (CUDA 13.0), but no usable GPU was found "
-                                 "(torch.cuda: RuntimeError: invalid device ordinal)*--rocm-device=cpu"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: this torch is a GPU build (CUDA 13.0), but no usable GPU was found "
+            "(torch.cuda: RuntimeError: invalid device ordinal)*--rocm-device=cpu"
+        ]
+    )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
@@ -67,7 +70,9 @@ def test_the_cpu_is_validated_when_asked_for_on_purpose(pytester):
     pytester.runpytest("--rocm-suite=correctness", "--rocm-device=cpu").assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("extra", [[], ["-q"], ["-n", "2"], ["-q", "-n", "2"]], ids=["plain", "quiet", "xdist", "quiet-xdist"])
+@pytest.mark.parametrize(
+    "extra", [[], ["-q"], ["-n", "2"], ["-q", "-n", "2"]], ids=["plain", "quiet", "xdist", "quiet-xdist"]
+)
 def test_a_missing_gpu_is_the_same_one_line_usage_error_whatever_the_output_options(pytester, extra):
     pytester.makeconftest(fake_devices.discovery_conftest(fake_devices.h100()))
     pytester.makepyfile("def test_ok():\n    pass\n")

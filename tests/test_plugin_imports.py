@@ -8,7 +8,10 @@ from pathlib import Path
 def _imported_modules(args, cwd):
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "pytest", *args],
-        capture_output=True, text=True, cwd=cwd, check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
     )
     return {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 

@@ -23,8 +23,11 @@ def test_sustained():
 
 @pytest.mark.parametrize(
     "level, runs",
-    [("quick", {"test_smoke"}), ("standard", {"test_smoke", "test_standard"}),
-     ("extended", {"test_smoke", "test_standard", "test_sustained"})],
+    [
+        ("quick", {"test_smoke"}),
+        ("standard", {"test_smoke", "test_standard"}),
+        ("extended", {"test_smoke", "test_standard", "test_sustained"}),
+    ],
 )
 def test_a_level_runs_its_own_tests_and_those_below(pytester, level, runs):
     pytester.makepyfile(LEVELLED)
@@ -51,7 +54,9 @@ def test_a_marker_naming_no_level_is_a_usage_error_naming_the_test(pytester):
     pytester.makepyfile("import pytest\n\n@pytest.mark.rocm_level('fast')\ndef test_x():\n    pass\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: *test_x: rocm_level marker needs one of quick, standard, extended, found 'fast'"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: *test_x: rocm_level marker needs one of quick, standard, extended, found 'fast'"]
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "soon"])
@@ -77,10 +82,12 @@ def test_a_test_that_sleeps_forever_fails_within_its_timeout_and_the_run_goes_on
     pytester.makepyfile(HANGS)
     result = pytester.runpytest_subprocess("--rocm-timeout=1", "-p", "no:cacheprovider", timeout=60)
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines([
-        "*Timeout (>1.0s) from pytest-timeout*",
-        "*test_sleeps_forever ran past its 1 s timeout*the stack dump shows what it was doing*--rocm-timeout=SECONDS",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*Timeout (>1.0s) from pytest-timeout*",
+            "*test_sleeps_forever ran past its 1 s timeout*the stack dump shows what it was doing*--rocm-timeout=SECONDS",
+        ]
+    )
 
 
 def test_under_xdist_a_hung_test_loses_only_its_worker(pytester):

@@ -9,7 +9,11 @@ def test_an_unknown_suite_is_a_usage_error_naming_the_accepted_forms(pytester):
     pytester.makepyfile(PASSING)
     result = pytester.runpytest("--rocm-suite=speed")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --rocm-suite='speed': unknown suite 'speed'; accepted: preflight, correctness, perf, convergence, collectives, all*"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --rocm-suite='speed': unknown suite 'speed'; accepted: preflight, correctness, perf, convergence, collectives, all*"
+        ]
+    )
     assert "Traceback" not in result.stderr.str()
 
 
@@ -17,7 +21,11 @@ def test_a_device_that_is_neither_an_index_nor_cpu_is_a_usage_error(pytester):
     pytester.makepyfile(PASSING)
     result = pytester.runpytest("--rocm-device=gpu0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --rocm-device='gpu0': expected a GPU index (0, 1, ...), a comma list of indices (0,3,5), 'all', 'cpu' or 'auto'*"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --rocm-device='gpu0': expected a GPU index (0, 1, ...), a comma list of indices (0,3,5), 'all', 'cpu' or 'auto'*"
+        ]
+    )
 
 
 def test_an_empty_suite_list_is_a_usage_error(pytester):
@@ -43,8 +51,11 @@ def test_the_environment_overrides_the_ini_and_the_command_line_overrides_both(p
         "    return 'suites=' + ','.join(sorted(run_state(config).settings.suites))\n"
     )
     pytester.makepyfile(PASSING)
-    runs = [((), None, "suites=perf"), ((), "convergence", "suites=convergence"),
-            (("--rocm-suite=all",), "convergence", "suites=collectives,convergence,correctness,perf,preflight")]
+    runs = [
+        ((), None, "suites=perf"),
+        ((), "convergence", "suites=convergence"),
+        (("--rocm-suite=all",), "convergence", "suites=collectives,convergence,correctness,perf,preflight"),
+    ]
     for args, env, shown in runs:
         if env:
             monkeypatch.setenv("ROCM_VALIDATE_SUITE", env)
@@ -58,7 +69,9 @@ def test_a_baselines_path_that_is_a_file_is_a_usage_error(pytester):
     pytester.path.joinpath("baselines.json").write_text("{}")
     result = pytester.runpytest("--rocm-baselines=baselines.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --rocm-baselines='baselines.json': *baselines.json is a file; expected a folder*"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: --rocm-baselines='baselines.json': *baselines.json is a file; expected a folder*"]
+    )
 
 
 def test_all_options_share_one_help_group(pytester):
@@ -88,7 +101,9 @@ def test_a_baselines_folder_that_does_not_exist_is_a_usage_error_naming_it(pytes
     pytester.makepyfile(PASSING)
     result = pytester.runpytest("--rocm-baselines=nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: --rocm-baselines='nowhere': no such folder ({pytester.path / 'nowhere'})*--update-baselines"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --rocm-baselines='nowhere': no such folder ({pytester.path / 'nowhere'})*--update-baselines"]
+    )
     assert "Traceback" not in result.stderr.str()
 
 
@@ -114,7 +129,9 @@ def test_an_unwritable_baselines_folder_is_refused_before_anything_runs(pytester
     (pytester.path / "a-file").write_text("")
     result = pytester.runpytest(f"--rocm-baselines={place}", "--update-baselines")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: --rocm-baselines='{place}': --update-baselines cannot write there: *cannot be created*"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --rocm-baselines='{place}': --update-baselines cannot write there: *cannot be created*"]
+    )
     assert "INTERNALERROR" not in result.stdout.str() and "Traceback" not in result.stderr.str()
 
 

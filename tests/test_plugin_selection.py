@@ -38,7 +38,11 @@ def test_a_marker_naming_no_suite_is_a_usage_error(pytester):
     pytester.makepyfile("import pytest\n\n@pytest.mark.rocm_suite('fast')\ndef test_x():\n    pass\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: *test_x: rocm_suite marker needs one of preflight, correctness, perf, convergence, collectives; found 'fast'"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: *test_x: rocm_suite marker needs one of preflight, correctness, perf, convergence, collectives; found 'fast'"
+        ]
+    )
 
 
 def test_the_suite_of_each_test_is_a_junit_property(three_suites):
@@ -55,8 +59,21 @@ def test_the_projects_own_suites_collect_together_without_name_clashes():
 
     repo = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--rocm-suite=all", "--rocm-device=cpu", "--co", "-q", "-p", "no:cacheprovider"],
-        cwd=repo, capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rocm-suite=all",
+            "--rocm-device=cpu",
+            "--co",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:]
     assert "suites/perf/test_gemm.py" in done.stdout and "suites/correctness/test_gemm.py" in done.stdout

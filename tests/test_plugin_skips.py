@@ -3,7 +3,7 @@ validated, and never a hiding place for a library that is installed but broken."
 
 import pytest
 
-SUITE_TESTS = '''
+SUITE_TESTS = """
 import pytest
 
 from rocm_validate.core.requirements import not_validated
@@ -24,7 +24,7 @@ def test_refused_by_a_backend():
 
 def test_no_gpu():
     pytest.skip("needs a GPU, found cpu (Test CPU)")
-'''
+"""
 
 
 @pytest.fixture
@@ -39,11 +39,13 @@ def suite_project(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_the_run_ends_with_a_line_per_suite_counting_skips_as_not_validated(suite_project):
     result = suite_project.runpytest("--rocm-suite=correctness", "--rocm-device=cpu")
     result.assert_outcomes(passed=1, skipped=5)
-    result.stdout.fnmatch_lines([
-        "*= rocm-validate summary =*",
-        "rocm-validate correctness: 1 passed, 0 failed, 5 skipped (not validated)",
-        "  1 skipped: needs a GPU, found cpu (Test CPU)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*= rocm-validate summary =*",
+            "rocm-validate correctness: 1 passed, 0 failed, 5 skipped (not validated)",
+            "  1 skipped: needs a GPU, found cpu (Test CPU)",
+        ]
+    )
     assert "needs flash SDPA to accept the case, found it refuses: no kernel" in result.stdout.str()
 
 
@@ -73,11 +75,15 @@ def test_strict_fails_what_was_not_validated_and_keeps_platform_limits_as_skips(
     result = suite_project.runpytest("--rocm-suite=correctness", "--rocm-device=cpu", "--rocm-strict")
     result.assert_outcomes(passed=1, skipped=4, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*needs flash SDPA to accept the case, found it refuses: no kernel "
-                                 "(--rocm-strict: a check that was not validated fails)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*needs flash SDPA to accept the case, found it refuses: no kernel "
+            "(--rocm-strict: a check that was not validated fails)*"
+        ]
+    )
 
 
-OPTIONAL = '''
+OPTIONAL = """
 from rocm_validate.core.requirements import import_optional
 
 
@@ -91,7 +97,7 @@ def test_broken():
 
 def test_broken_dependency():
     import_optional("needs_a_dependency", "check something")
-'''
+"""
 
 
 def test_a_library_that_is_not_installed_skips_but_one_that_is_broken_fails(pytester):
@@ -100,9 +106,14 @@ def test_a_library_that_is_not_installed_skips_but_one_that_is_broken_fails(pyte
     pytester.makepyfile(test_optional=OPTIONAL)
     result = pytester.runpytest("-rs")
     result.assert_outcomes(skipped=1, failed=2)
-    result.stdout.fnmatch_lines([
-        "*needs a_library_nobody_installed to check something, found it not installed*; install it with: pip install it",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*needs a_library_nobody_installed to check something, found it not installed*; install it with: pip install it",
+        ]
+    )
     text = result.stdout.str()
     assert "broken_library is installed but cannot be imported: OSError: libamdhip64.so" in text
-    assert "needs_a_dependency is installed but cannot be imported: ModuleNotFoundError: No module named 'a_missing_dependency'" in text
+    assert (
+        "needs_a_dependency is installed but cannot be imported: ModuleNotFoundError: No module named 'a_missing_dependency'"
+        in text
+    )

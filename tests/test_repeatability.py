@@ -34,7 +34,9 @@ def flaky_kernel(bad_call: int) -> tuple[torch.Tensor, callable]:
 
 def test_a_deterministic_kernel_runs_for_the_stated_time_without_a_mismatch() -> None:
     ticks = itertools.count()
-    result = repeatability.repeat_until(repeatability.gemm_workload("cpu", 16, torch.float32), 10.0, clock=lambda: float(next(ticks)))
+    result = repeatability.repeat_until(
+        repeatability.gemm_workload("cpu", 16, torch.float32), 10.0, clock=lambda: float(next(ticks))
+    )
     assert result.mismatch is None and result.seconds >= 10.0 and result.iterations >= repeatability.MIN_ITERATIONS
 
 
@@ -46,7 +48,9 @@ def test_a_planted_non_deterministic_kernel_is_caught_with_iteration_and_element
     assert (mismatch.iteration, mismatch.where, mismatch.count) == (4, "(3, 5)", 1)
     assert mismatch.expected.startswith(f"{clean[3, 5].item():.9g} (bits 0x")
     message = mismatch.describe("16x16x16 GEMM", "GPU 5 (cuda:5, AMD Instinct MI300X)")
-    assert message.startswith("GPU 5 (cuda:5, AMD Instinct MI300X): 16x16x16 GEMM: iteration 4, element (3, 5): expected ")
+    assert message.startswith(
+        "GPU 5 (cuda:5, AMD Instinct MI300X): 16x16x16 GEMM: iteration 4, element (3, 5): expected "
+    )
     assert "a hardware fault" in message
 
 
@@ -67,7 +71,9 @@ def test_the_memory_pattern_passes_on_healthy_memory_and_names_a_flipped_element
 
     mismatch = repeatability.memory_pattern(chunks, after_write=flip)
     assert mismatch is not None and mismatch.iteration == 1
-    assert mismatch.where == "chunk 2 element 12345 (pattern zeros)" and mismatch.found.startswith("128 (bits 0x00000080)")
+    assert mismatch.where == "chunk 2 element 12345 (pattern zeros)" and mismatch.found.startswith(
+        "128 (bits 0x00000080)"
+    )
 
 
 def test_the_address_pattern_differs_between_chunks_so_misplaced_writes_show() -> None:
@@ -84,7 +90,7 @@ def test_the_duration_comes_from_the_level_on_a_gpu_and_stays_ci_sized_on_the_cp
         repeatability.sustained_seconds("forever", True)
 
 
-PLANT = '''
+PLANT = """
 import itertools
 
 import torch
@@ -118,14 +124,23 @@ _original = repeatability.memory_pattern
 def pytest_configure(config):
     repeatability.gemm_workload = _flaky
     repeatability.memory_pattern = _leaky_memory
-'''
+"""
 
 
-def test_the_suite_fails_a_planted_fault_as_hardware_naming_the_iteration_and_element(pytester: pytest.Pytester) -> None:
+def test_the_suite_fails_a_planted_fault_as_hardware_naming_the_iteration_and_element(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(plant=PLANT)
     result = pytester.runpytest_subprocess(
-        str(REPO / "suites" / "correctness" / "test_repeatability.py"), f"--rootdir={REPO}", "--rocm-device=cpu", "--rocm-level=extended",
-        "-p", "plant", f"--rocm-report={pytester.path / 'report.json'}", "-p", "no:cacheprovider",
+        str(REPO / "suites" / "correctness" / "test_repeatability.py"),
+        f"--rootdir={REPO}",
+        "--rocm-device=cpu",
+        "--rocm-level=extended",
+        "-p",
+        "plant",
+        f"--rocm-report={pytester.path / 'report.json'}",
+        "-p",
+        "no:cacheprovider",
     )
     report = json.loads((pytester.path / "report.json").read_text())
     outcomes = {t["nodeid"].split("::")[-1]: t for t in report["tests"]}

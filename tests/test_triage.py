@@ -28,19 +28,39 @@ def node(failing: dict[tuple[int, str], str]) -> list[CheckRecord]:
     [
         (FailureFacts(suite="correctness", exception_types=("AssertionError", "Exception")), "numerics"),
         (FailureFacts(suite="correctness", exception_types=("Failed",), numerics_failed=True), "numerics"),
-        (FailureFacts(suite="perf", exception_types=("AssertionError",)), "numerics"),  # a wrong output tile in a perf test
+        (
+            FailureFacts(suite="perf", exception_types=("AssertionError",)),
+            "numerics",
+        ),  # a wrong output tile in a perf test
         (FailureFacts(suite="perf", exception_types=("Failed",)), "performance"),
-        (FailureFacts(suite="perf", explicit="contention", exception_types=("CategorizedFailure", "Failed")), "contention"),
+        (
+            FailureFacts(suite="perf", explicit="contention", exception_types=("CategorizedFailure", "Failed")),
+            "contention",
+        ),
         (FailureFacts(suite="preflight", exception_types=("Failed",)), "configuration"),
         (FailureFacts(exception_types=("Failed", "ModuleNotFoundError", "ImportError")), "environment"),
-        (FailureFacts(message="libamdhip64.so: cannot open shared object file: No such file or directory"), "environment"),
+        (
+            FailureFacts(message="libamdhip64.so: cannot open shared object file: No such file or directory"),
+            "environment",
+        ),
         (FailureFacts(exception_types=("NotValidated", "Skipped")), "environment"),
         (FailureFacts(exception_types=("TimeoutExpired", "SubprocessError")), "timeout"),
         (FailureFacts(message="Failed: Timeout (>2.0s) from pytest-timeout."), "timeout"),
         (FailureFacts(message="worker 'gw0' crashed while running 'suites/x.py::test_a'"), "crash"),
-        (FailureFacts(exception_types=("RuntimeError",), message="HIP error: an illegal memory access was encountered"), "crash"),
-        (FailureFacts(exception_types=("RuntimeError",), message="CUDA error: uncorrectable ECC error encountered"), "hardware"),
-        (FailureFacts(exception_types=("Failed",), message="out of device memory in test_x: needed 2.00 GiB more"), "crash"),
+        (
+            FailureFacts(
+                exception_types=("RuntimeError",), message="HIP error: an illegal memory access was encountered"
+            ),
+            "crash",
+        ),
+        (
+            FailureFacts(exception_types=("RuntimeError",), message="CUDA error: uncorrectable ECC error encountered"),
+            "hardware",
+        ),
+        (
+            FailureFacts(exception_types=("Failed",), message="out of device memory in test_x: needed 2.00 GiB more"),
+            "crash",
+        ),
     ],
 )
 def test_each_failure_is_classified_by_what_it_shows(facts: FailureFacts, category: str) -> None:
@@ -61,7 +81,15 @@ def test_a_test_that_failed_several_ways_gets_the_most_actionable_category() -> 
 
 def test_every_category_is_named_in_the_table() -> None:
     assert set(CATEGORIES) == {
-        "numerics", "performance", "throttling", "contention", "hardware", "configuration", "environment", "timeout", "crash"
+        "numerics",
+        "performance",
+        "throttling",
+        "contention",
+        "hardware",
+        "configuration",
+        "environment",
+        "timeout",
+        "crash",
     }
 
 
@@ -74,7 +102,9 @@ def test_one_gpu_failing_alone_is_drained() -> None:
 
 def test_every_gpu_failing_the_same_check_is_a_software_regression() -> None:
     line = verdict(node({(gpu, "test_sdpa[fp16]"): "numerics" for gpu in GPUS}))
-    assert line == "rocm-validate verdict: software regression: roll back the image (numerics: 8 on every one of 8 GPUs)"
+    assert (
+        line == "rocm-validate verdict: software regression: roll back the image (numerics: 8 on every one of 8 GPUs)"
+    )
     assert "drain" not in line
 
 
@@ -117,11 +147,16 @@ def test_host_findings_come_first_and_name_no_gpu() -> None:
 
 def test_a_cpu_run_failing_numerics_is_a_software_regression() -> None:
     line = verdict([CheckRecord(None, "test_gemm[fp32]", "numerics")])
-    assert line == "rocm-validate verdict: software regression: roll back the image (numerics: 1 on the host, where no GPU is involved)"
+    assert (
+        line
+        == "rocm-validate verdict: software regression: roll back the image (numerics: 1 on the host, where no GPU is involved)"
+    )
 
 
 def test_a_clean_run_passes_and_an_empty_one_validated_nothing() -> None:
-    assert verdict(node({})) == "rocm-validate verdict: pass: every check that ran passed on GPUs 0, 1, 2, 3, 4, 5, 6, 7"
+    assert (
+        verdict(node({})) == "rocm-validate verdict: pass: every check that ran passed on GPUs 0, 1, 2, 3, 4, 5, 6, 7"
+    )
     assert verdict([]) == "rocm-validate verdict: nothing was validated"
 
 

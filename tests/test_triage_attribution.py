@@ -31,6 +31,7 @@ def evidence(
     unavailable: str = "",
 ) -> dict:
     """The telemetry a measurement carries: samples, process lists before/after, host load."""
+
     def sample(found: list | None) -> dict:
         return {"processes": None, "unavailable": unavailable} if unavailable else {"processes": found or []}
 
@@ -56,7 +57,9 @@ def test_a_process_seen_only_before_the_measurement_still_counts() -> None:
 def test_a_clock_drop_that_accounts_for_the_loss_is_throttling() -> None:
     found = attribute("gemm.bf16.8192x8192x8192", evidence(clock=1410.0, slowdowns=("sw-power-cap",)), 1755.0, 0.18)
     assert found.category == "throttling"
-    assert "clock 1410 MHz now vs 1755 MHz at baseline (-19.7%), limits active: sw-power-cap: the clock drop" in found.note
+    assert (
+        "clock 1410 MHz now vs 1755 MHz at baseline (-19.7%), limits active: sw-power-cap: the clock drop" in found.note
+    )
 
 
 def test_a_small_clock_dip_does_not_explain_a_large_loss() -> None:
@@ -66,15 +69,24 @@ def test_a_small_clock_dip_does_not_explain_a_large_loss() -> None:
 
 
 def test_a_thermal_limit_explains_a_loss_without_a_baseline_clock() -> None:
-    assert attribute("gemm.fp16.8192x8192x8192", evidence(clock=None, slowdowns=("hw-thermal",)), None, 0.2).category == "throttling"
+    assert (
+        attribute("gemm.fp16.8192x8192x8192", evidence(clock=None, slowdowns=("hw-thermal",)), None, 0.2).category
+        == "throttling"
+    )
     # a power cap is normal at full load: alone it explains nothing
-    assert attribute("gemm.fp16.8192x8192x8192", evidence(clock=None, slowdowns=("sw-power-cap",)), None, 0.2).category == "performance"
+    assert (
+        attribute("gemm.fp16.8192x8192x8192", evidence(clock=None, slowdowns=("sw-power-cap",)), None, 0.2).category
+        == "performance"
+    )
 
 
 def test_a_loaded_host_is_contention_only_for_host_side_metrics() -> None:
     busy = {"cpus": 16, "other_cpus": 14.2, "steal_cpus": 3.1}
     found = attribute("launch.empty_kernel.host_us", evidence(host=busy), 1755.0, 0.3)
-    assert found.category == "contention" and "host CPUs: 14.2 of 16 busy with other work, 3.1 taken by the hypervisor" in found.note
+    assert (
+        found.category == "contention"
+        and "host CPUs: 14.2 of 16 busy with other work, 3.1 taken by the hypervisor" in found.note
+    )
     assert attribute("gemm.bf16.8192x8192x8192", evidence(host=busy), 1755.0, 0.3).category == "performance"
     assert is_host_side("copy.h2d.pinned.512mib") and not is_host_side("copy.device.2048mib")
 
@@ -87,17 +99,25 @@ def test_clean_evidence_leaves_the_loss_to_the_stack() -> None:
 
 def test_an_unreadable_process_list_is_said_to_be_unknown() -> None:
     found = attribute("gemm.bf16.8192x8192x8192", evidence(unavailable="nvidia-ml-py is not installed"), 1755.0, 0.12)
-    assert found.category == "performance" and "other processes on the GPU: unknown (nvidia-ml-py is not installed)" in found.note
+    assert (
+        found.category == "performance"
+        and "other processes on the GPU: unknown (nvidia-ml-py is not installed)" in found.note
+    )
 
 
 def test_the_gate_message_names_the_process_and_leaves_out_the_rerecord_hint() -> None:
-    metric = Metric("gemm.bf16.8192x8192x8192", 600.0, "TFLOP/s", extra={"telemetry": evidence(clock=1410.0, after=[LOADER])})
+    metric = Metric(
+        "gemm.bf16.8192x8192x8192", 600.0, "TFLOP/s", extra={"telemetry": evidence(clock=1410.0, after=[LOADER])}
+    )
     judgement = gate.judge(metric, Reference(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100")
     assert judgement.category == "contention" and "pid 4242 python3" in judgement.message
     assert "re-record" not in judgement.message
     clean = Metric("gemm.bf16.8192x8192x8192", 600.0, "TFLOP/s", extra={"telemetry": evidence()})
     slower = gate.judge(clean, Reference(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100")
-    assert slower.category == "performance" and "re-record with pytest --rocm-suite=perf --update-baselines" in slower.message
+    assert (
+        slower.category == "performance"
+        and "re-record with pytest --rocm-suite=perf --update-baselines" in slower.message
+    )
 
 
 # --- process lists as the libraries return them
@@ -105,8 +125,12 @@ def test_the_gate_message_names_the_process_and_leaves_out_the_rerecord_hint() -
 
 def test_nvml_process_infos_become_named_processes_without_ours() -> None:
     own = os.getpid()
-    infos = [SimpleNamespace(pid=own, usedGpuMemory=1 * GIB), SimpleNamespace(pid=4242, usedGpuMemory=2 * GIB),
-             SimpleNamespace(pid=77, usedGpuMemory=2**64 - 1)]
+    infos = [
+        SimpleNamespace(pid=own, usedGpuMemory=1 * GIB),
+        SimpleNamespace(pid=4242, usedGpuMemory=2 * GIB),
+        SimpleNamespace(pid=77, usedGpuMemory=2**64 - 1),
+    ]
+
     def name(pid: int) -> bytes:
         if pid != 4242:
             raise RuntimeError("NVML_ERROR_NOT_FOUND")  # a pid outside NVML's view: named from /proc, else unknown
@@ -119,9 +143,16 @@ def test_nvml_process_infos_become_named_processes_without_ours() -> None:
 
 
 def test_amdsmi_process_lists_of_either_release_become_processes() -> None:
-    rocm7 = {"name": "python3", "pid": 4242, "mem": 3 * GIB, "memory_usage": {"gtt_mem": 0, "cpu_mem": 0, "vram_mem": 2 * GIB}}
-    amdsmi = SimpleNamespace(amdsmi_get_gpu_process_list=lambda handle: [rocm7, "proc-handle"],
-                             amdsmi_get_gpu_process_info=lambda handle, p: {"name": "N/A", "pid": 99, "mem": 512})
+    rocm7 = {
+        "name": "python3",
+        "pid": 4242,
+        "mem": 3 * GIB,
+        "memory_usage": {"gtt_mem": 0, "cpu_mem": 0, "vram_mem": 2 * GIB},
+    }
+    amdsmi = SimpleNamespace(
+        amdsmi_get_gpu_process_list=lambda handle: [rocm7, "proc-handle"],
+        amdsmi_get_gpu_process_info=lambda handle, p: {"name": "N/A", "pid": 99, "mem": 512},
+    )
     found = processes.read_amdsmi_processes(amdsmi, "h")
     assert found == [processes.GpuProcess(4242, "python3", 2 * GIB), processes.GpuProcess(99, "unknown", 512)]
 
@@ -140,7 +171,14 @@ def _fake_pynvml(process_list) -> types.ModuleType:
     return pynvml
 
 
-H100 = DeviceInfo(backend="cuda", index=0, name="NVIDIA H100 80GB HBM3", arch="sm_90", device_key="h100", pci_bus_id="00000000:19:00.0")
+H100 = DeviceInfo(
+    backend="cuda",
+    index=0,
+    name="NVIDIA H100 80GB HBM3",
+    arch="sm_90",
+    device_key="h100",
+    pci_bus_id="00000000:19:00.0",
+)
 
 
 def test_telemetry_reads_the_other_processes_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,7 +193,10 @@ def test_a_process_list_the_library_refuses_is_unavailable_not_a_crash(monkeypat
 
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(refused))
     source = telemetry.open_telemetry(H100, env={})
-    assert source.processes().to_dict() == {"processes": None, "unavailable": "nvidia-ml-py process list: RuntimeError: NVML_ERROR_NO_PERMISSION"}
+    assert source.processes().to_dict() == {
+        "processes": None,
+        "unavailable": "nvidia-ml-py process list: RuntimeError: NVML_ERROR_NO_PERMISSION",
+    }
     assert source.sample().clock_mhz == 1755  # the other readings go on
     assert telemetry.NoTelemetry("amdsmi is not installed").processes().unavailable == "amdsmi is not installed"
 

@@ -54,7 +54,7 @@ def timed():
     return make
 '''
 
-PLANTED = '''
+PLANTED = """
 import os
 import subprocess
 import sys
@@ -101,7 +101,7 @@ def test_sleep_past_a_timeout():
 @CORRECTNESS
 def test_dies():
     os.abort()
-'''
+"""
 
 EXPECTED = {
     "test_gemm_clean": "performance",
@@ -125,14 +125,32 @@ def planted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, li
     (folder / "conftest.py").write_text(CONFTEST)
     (folder / "test_planted.py").write_text(PLANTED)
     env = {**os.environ, "PYTHONPATH": str(REPO), "SLOWDOWN": "1"}
-    common = [sys.executable, "-m", "pytest", "test_planted.py", "--rocm-suite=perf,correctness", "--rocm-baselines=baselines",
-              "-p", "no:cacheprovider", "-p", "xdist"]
+    common = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "test_planted.py",
+        "--rocm-suite=perf,correctness",
+        "--rocm-baselines=baselines",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "xdist",
+    ]
     (folder / "baselines").mkdir()
-    record = subprocess.run([*common, "-k", "gemm", "--update-baselines"], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    record = subprocess.run(
+        [*common, "-k", "gemm", "--update-baselines"], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
     assert record.returncode == 0, record.stdout[-3000:]
     env["SLOWDOWN"] = "1.3"
-    done = subprocess.run([*common, "-n", "1", "--rocm-report=report.json", "--junitxml=out.xml"], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*common, "-n", "1", "--rocm-report=report.json", "--junitxml=out.xml"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     properties = [
         (case.get("name"), p.get("name"), p.get("value"))
         for case in ElementTree.parse(folder / "out.xml").getroot().iter("testcase")
@@ -150,16 +168,24 @@ def test_each_planted_cause_gives_its_category_in_the_report(planted_run) -> Non
 def test_the_contention_message_names_the_process_and_the_throttling_one_the_clock(planted_run) -> None:
     _, report, _ = planted_run
     messages = {t["nodeid"].split("::")[-1]: t["message"] for t in report["tests"]}
-    assert "contention: other processes used the GPU during the measurement: pid 4242 gemm_loop.py (2.0 GiB)" in messages["test_gemm_contended"]
+    assert (
+        "contention: other processes used the GPU during the measurement: pid 4242 gemm_loop.py (2.0 GiB)"
+        in messages["test_gemm_contended"]
+    )
     assert "throttling" not in messages["test_gemm_contended"]
-    assert "clock 1200 MHz now vs 2100 MHz at baseline (-42.9%), limits active: hw-thermal: the clock drop" in messages["test_gemm_throttled"]
+    assert (
+        "clock 1200 MHz now vs 2100 MHz at baseline (-42.9%), limits active: hw-thermal: the clock drop"
+        in messages["test_gemm_throttled"]
+    )
     assert "the stack is slower" in messages["test_gemm_clean"] and "throttling" not in messages["test_gemm_clean"]
 
 
 def test_junit_carries_each_failures_category(planted_run) -> None:
     _, _, properties = planted_run
     categories = {case: value for case, name, value in properties if name == "rocm_category"}
-    expected = {name: category for name, category in EXPECTED.items() if name != "test_dies"}  # a dead worker leaves no teardown report
+    expected = {
+        name: category for name, category in EXPECTED.items() if name != "test_dies"
+    }  # a dead worker leaves no teardown report
     assert {case: categories.get(case) for case in expected} == expected
 
 
@@ -169,15 +195,24 @@ def test_the_summary_counts_categories_and_the_verdict_sums_them_up(planted_run)
     assert "rocm-validate correctness: 0 passed, 4 failed (environment: 1, numerics: 1, timeout: 1, crash: 1)" in output
     verdict = report["verdict"]
     lines = output.splitlines()
-    assert lines.index(verdict) > max(i for i, line in enumerate(lines) if line.startswith("rocm-validate ") and line != verdict)
+    assert lines.index(verdict) > max(
+        i for i, line in enumerate(lines) if line.startswith("rocm-validate ") and line != verdict
+    )
     assert verdict.startswith("rocm-validate verdict: environment: install or repair the libraries")
-    for part in ("GPU 0 (numerics: 1, performance: 1): one GPU cannot tell the image from the GPU",
-                 "contention: rerun on an idle node", "throttling on GPU 0", "timeout: 1 test(s)", "crash: 1 test(s)"):
+    for part in (
+        "GPU 0 (numerics: 1, performance: 1): one GPU cannot tell the image from the GPU",
+        "contention: rerun on an idle node",
+        "throttling on GPU 0",
+        "timeout: 1 test(s)",
+        "crash: 1 test(s)",
+    ):
         assert part in verdict
 
 
-def test_a_test_can_state_its_own_category_and_a_strict_not_validated_skip_is_environment(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile('''
+def test_a_test_can_state_its_own_category_and_a_strict_not_validated_skip_is_environment(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("""
 import pytest
 
 from rocm_validate.core.requirements import not_validated
@@ -192,12 +227,15 @@ def test_states_it(record_property):
 
 def test_not_validated():
     not_validated("no baseline for x on this device")
-''')
-    result = pytester.runpytest("--rocm-device=cpu", "--rocm-strict", "--rocm-report=report.json", "-p", "no:cacheprovider")
+""")
+    result = pytester.runpytest(
+        "--rocm-device=cpu", "--rocm-strict", "--rocm-report=report.json", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(failed=2)
     report = json.loads((pytester.path / "report.json").read_text())
     assert {t["nodeid"].split("::")[-1]: t["category"] for t in report["tests"]} == {
-        "test_states_it": "hardware", "test_not_validated": "environment"
+        "test_states_it": "hardware",
+        "test_not_validated": "environment",
     }
 
 

@@ -28,11 +28,13 @@ def test_a_test_the_timeout_signal_cannot_interrupt_ends_the_run_naming_it(pytes
     result = pytester.runpytest_subprocess("--rocm-timeout=1", "-p", "no:cacheprovider", timeout=60)
     assert result.ret == 1
     assert result.duration < 30  # the watchdog fires 10 s past the 1 s timeout
-    result.stderr.fnmatch_lines([
-        "rocm-validate: test_stuck.py::test_stuck is stuck in native code 10 s past its 1 s timeout*"
-        "Ending the run with exit status 1*run with -n 1 (a pytest-xdist worker*",
-        "*File *test_stuck.py*, line * in test_stuck",
-    ])
+    result.stderr.fnmatch_lines(
+        [
+            "rocm-validate: test_stuck.py::test_stuck is stuck in native code 10 s past its 1 s timeout*"
+            "Ending the run with exit status 1*run with -n 1 (a pytest-xdist worker*",
+            "*File *test_stuck.py*, line * in test_stuck",
+        ]
+    )
     assert "test_after_it" not in result.stdout.str() + result.stderr.str()
 
 

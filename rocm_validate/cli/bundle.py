@@ -25,7 +25,9 @@ def add_parser(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("folder", metavar="DIR", type=Path, help="folder to save the outputs in (created if missing)")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="limit for each command (default: 60)")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="limit for each command (default: 60)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -42,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         print(line + (f": {record.detail}" if record.status != "saved" and record.detail else ""))
     if not any(record.status == "saved" for record in records):
         tools = sorted({record.command.split()[0] for record in records if record.command})
-        raise CommandError(f"no GPU tool printed anything ({', '.join(tools)}); {args.folder / offline.MANIFEST} says why")
+        raise CommandError(
+            f"no GPU tool printed anything ({', '.join(tools)}); {args.folder / offline.MANIFEST} says why"
+        )
     print(f"saved in {args.folder}; describe it anywhere with: rocm-validate devices --from {args.folder}")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from rocm_validate import __version__
 from rocm_validate.cli import bundle, devices, mlperf_score

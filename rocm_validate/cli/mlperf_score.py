@@ -54,9 +54,15 @@ def add_parser(commands: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("folder", metavar="DIR", type=Path, help="folder holding the result_*.txt files of one benchmark")
-    parser.add_argument("--ruleset", default=DEFAULT_RULESET, help=f"MLPerf training ruleset (default: {DEFAULT_RULESET})")
-    parser.add_argument("--rcp", type=Path, metavar="FILE", help="RCP file in mlperf-logging's format instead of its packaged RCPs")
+    parser.add_argument(
+        "folder", metavar="DIR", type=Path, help="folder holding the result_*.txt files of one benchmark"
+    )
+    parser.add_argument(
+        "--ruleset", default=DEFAULT_RULESET, help=f"MLPerf training ruleset (default: {DEFAULT_RULESET})"
+    )
+    parser.add_argument(
+        "--rcp", type=Path, metavar="FILE", help="RCP file in mlperf-logging's format instead of its packaged RCPs"
+    )
     parser.add_argument(
         "--bert-train-samples",
         action="store_true",
@@ -132,7 +138,8 @@ def render(score: RunSetScore) -> list[str]:
         )
     lines += [
         f"normalization factor: {_fixed(score.rcp.normalization_factor, 4)}",
-        f"score: {_fixed(score.score_minutes, 3)} minutes" + ("" if score.score_minutes is not None else " (no valid score)"),
+        f"score: {_fixed(score.score_minutes, 3)} minutes"
+        + ("" if score.score_minutes is not None else " (no valid score)"),
     ]
     return lines
 

@@ -15,8 +15,8 @@ from one size to the next. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from rocm_validate.results.sizes import size_label
 

@@ -23,10 +23,11 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rocm_validate.collectives.outcome import WorldOutcome, summarize
 from rocm_validate.collectives.plan import Plan, WorldSpec
@@ -63,11 +64,18 @@ def rank_env(base: Mapping[str, str], world: WorldSpec, rank: int, port: int, ru
     """A rank's environment: the world's visibility, its place, and the launcher's store."""
     env = {k: v for k, v in base.items() if k not in _NOT_FOR_RANKS}
     env.update(dict(world.visibility))
-    env.update({
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "WORLD_SIZE": str(world.size),
-        "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world.size), "TORCHELASTIC_USE_AGENT_STORE": "True",
-        RUN_ID_VARIABLE: run_id,
-    })
+    env.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world.size),
+            "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(world.size),
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+            RUN_ID_VARIABLE: run_id,
+        }
+    )
     return env
 
 
@@ -100,9 +108,14 @@ def launch(
     try:
         for rank in range(world.size):
             with logs[rank].open("w") as log:
-                processes.append(subprocess.Popen(
-                    command, env=rank_env(env, world, rank, store.port, run_id), stdout=log, stderr=subprocess.STDOUT
-                ))
+                processes.append(
+                    subprocess.Popen(
+                        command,
+                        env=rank_env(env, world, rank, store.port, run_id),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
         watch = _supervise(processes, store, prefix, world, plan.timeout_s, startup_s, logs)
     finally:
         for process in processes:
@@ -118,8 +131,13 @@ def _published(store: Any, key: str) -> dict[str, Any] | None:
 
 
 def _supervise(
-    processes: list[subprocess.Popen[bytes]], store: Any, prefix: str, world: WorldSpec, timeout_s: float,
-    startup_s: float, logs: list[Path],
+    processes: list[subprocess.Popen[bytes]],
+    store: Any,
+    prefix: str,
+    world: WorldSpec,
+    timeout_s: float,
+    startup_s: float,
+    logs: list[Path],
 ) -> _Watch:
     """Poll until every rank has ended, stopping (and naming) the ones that cannot end by themselves."""
     watch = _Watch(world.size)
@@ -144,7 +162,9 @@ def _supervise(
             if code and rank not in watch.notes:
                 where = watch.progress.get(rank, "startup")
                 tail = _last_line(logs[rank])
-                watch.notes[rank] = f"died with {_exit_text(code)} in {where}" + (f": {tail}" if tail else "") + f" (log {logs[rank]})"
+                watch.notes[rank] = (
+                    f"died with {_exit_text(code)} in {where}" + (f": {tail}" if tail else "") + f" (log {logs[rank]})"
+                )
         if not running:
             break
         if watch.first_end is not None and now - watch.first_end > grace_s:
@@ -165,7 +185,9 @@ def _supervise(
     return watch
 
 
-def _stop(processes: list[subprocess.Popen[bytes]], running: list[int], watch: _Watch, world: WorldSpec, why: str) -> None:
+def _stop(
+    processes: list[subprocess.Popen[bytes]], running: list[int], watch: _Watch, world: WorldSpec, why: str
+) -> None:
     """Stop the ranks still running; a hung rank is a culprit (named before the ranks that gave
     up waiting for it), a rank stopped after another died is not."""
     culprits = {}
@@ -177,7 +199,11 @@ def _stop(processes: list[subprocess.Popen[bytes]], running: list[int], watch: _
         if watch.died is not None:
             watch.notes[rank] = f"stopped by the launcher in {where} after {world.labels[watch.died]} died"
         elif why == "hung":
-            culprits[rank] = f"hung in {where}: still running after the other ranks gave up waiting; stopped by the launcher"
+            culprits[rank] = (
+                f"hung in {where}: still running after the other ranks gave up waiting; stopped by the launcher"
+            )
         else:
-            culprits[rank] = f"hung in {where}: no progress on any rank for {time.monotonic() - watch.last_change:.0f} s; stopped"
+            culprits[rank] = (
+                f"hung in {where}: no progress on any rank for {time.monotonic() - watch.last_change:.0f} s; stopped"
+            )
     watch.notes = {**culprits, **watch.notes}

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rocm_validate.collectives.busbw import algbw_gbps, bus_factor, size_label
 
@@ -141,8 +142,10 @@ class WorldOutcome:
 
     @property
     def passed(self) -> bool:
-        return not self.problems and not any(s.mismatches or s.missing for s in self.steps) and not any(
-            p.mismatch or p.missing for p in self.pairs
+        return (
+            not self.problems
+            and not any(s.mismatches or s.missing for s in self.steps)
+            and not any(p.mismatch or p.missing for p in self.pairs)
         )
 
     def steps_of(self, op: str) -> list[StepOutcome]:
@@ -179,14 +182,20 @@ class WorldOutcome:
         for step in sorted(self.steps, key=lambda s: (s.op, s.nbytes)):
             time = "-" if step.time_s is None else f"{step.time_s * 1e6:.1f}"
             data = "ok" if not (step.mismatches or step.missing) else "WRONG" if step.mismatches else "missing"
-            lines.append(f"{step.op:<16}{size_label(step.nbytes):>8}{time:>12}{step.algbw or 0:>12.3f}{step.busbw or 0:>12.3f}  {data}")
+            lines.append(
+                f"{step.op:<16}{size_label(step.nbytes):>8}{time:>12}{step.algbw or 0:>12.3f}{step.busbw or 0:>12.3f}  {data}"
+            )
         for pair in self.pairs:
             data = "ok" if not (pair.mismatch or pair.missing) else "WRONG" if pair.mismatch else "missing"
-            lines.append(f"p2p {pair.src} -> {pair.dst:<7}{size_label(pair.nbytes):>8}{'':>12}{pair.bandwidth or 0:>12.3f}{'':>12}  {data}")
+            lines.append(
+                f"p2p {pair.src} -> {pair.dst:<7}{size_label(pair.nbytes):>8}{'':>12}{pair.bandwidth or 0:>12.3f}{'':>12}  {data}"
+            )
         return lines + [f"problem: {p}" for p in self.problems]
 
 
-def _step_outcome(op: str, nbytes: int, reports: Sequence[tuple[str, Mapping[str, Any] | None]], world: int) -> StepOutcome:
+def _step_outcome(
+    op: str, nbytes: int, reports: Sequence[tuple[str, Mapping[str, Any] | None]], world: int
+) -> StepOutcome:
     rounds: list[list[float]] = []
     mismatches, missing = [], []
     for label, step in reports:
@@ -235,7 +244,9 @@ def summarize(
             for r, res in enumerate(results)
         ]
         steps.append(_step_outcome(op, nbytes, reports, world))
-    facts = tuple({k: v for k, v in (r or {"rank": i}).items() if k not in ("steps", "p2p")} for i, r in enumerate(results))
+    facts = tuple(
+        {k: v for k, v in (r or {"rank": i}).items() if k not in ("steps", "p2p")} for i, r in enumerate(results)
+    )
     return WorldOutcome(backend, tuple(labels), tuple(steps), _pairs(results), tuple(problems), facts)
 
 

@@ -9,7 +9,8 @@ tolerance. Sizes follow nccl-tests' size column (the largest buffer on a rank).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist

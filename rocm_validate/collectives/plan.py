@@ -9,8 +9,8 @@ one host": `--rocm-cpu-ranks` gloo ranks (default 2), so CI runs the same suite 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 from rocm_validate.collectives.busbw import COLLECTIVES
 from rocm_validate.results.sizes import parse_size, size_label
@@ -63,9 +63,20 @@ class Plan:
     def arguments(self) -> list[str]:
         """The rank program's command line for this plan."""
         words = [
-            "--ops", ",".join(self.ops), "--sizes", ",".join(size_label(s) for s in self.sizes),
-            "--warmup", str(self.warmup), "--iters", str(self.iters), "--rounds", str(self.rounds),
-            "--p2p-size", size_label(self.p2p_bytes), "--timeout", f"{self.timeout_s:g}",
+            "--ops",
+            ",".join(self.ops),
+            "--sizes",
+            ",".join(size_label(s) for s in self.sizes),
+            "--warmup",
+            str(self.warmup),
+            "--iters",
+            str(self.iters),
+            "--rounds",
+            str(self.rounds),
+            "--p2p-size",
+            size_label(self.p2p_bytes),
+            "--timeout",
+            f"{self.timeout_s:g}",
         ]
         for fault in self.faults:
             words += ["--fault", fault.argument()]
@@ -76,10 +87,17 @@ class Plan:
 
 
 MIB = 1024**2
-GPU_PLAN = Plan(sizes=(MIB, 16 * MIB, 256 * MIB, 1024 * MIB), warmup=5, iters=10, rounds=5, p2p_bytes=256 * MIB,
-                timeout_s=DEFAULT_TIMEOUT_S["gpu"])
-CPU_PLAN = Plan(sizes=(4096, 64 * 1024, MIB), warmup=1, iters=3, rounds=3, p2p_bytes=64 * 1024,
-                timeout_s=DEFAULT_TIMEOUT_S["cpu"])
+GPU_PLAN = Plan(
+    sizes=(MIB, 16 * MIB, 256 * MIB, 1024 * MIB),
+    warmup=5,
+    iters=10,
+    rounds=5,
+    p2p_bytes=256 * MIB,
+    timeout_s=DEFAULT_TIMEOUT_S["gpu"],
+)
+CPU_PLAN = Plan(
+    sizes=(4096, 64 * 1024, MIB), warmup=1, iters=3, rounds=3, p2p_bytes=64 * 1024, timeout_s=DEFAULT_TIMEOUT_S["cpu"]
+)
 
 
 # Every pair copies once per round: n(n-1)/2 pairs grow fast (2016 for 64 CPX partitions), so a
@@ -106,15 +124,21 @@ def parser() -> argparse.ArgumentParser:
         "gathers every rank's results and writes --out.",
     )
     p.add_argument("--out", help="rank 0 writes the JSON report here (every rank's results and failures)")
-    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                   help="auto: nccl (RCCL on ROCm) when a GPU is visible, else gloo")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "nccl", "gloo"),
+        default="auto",
+        help="auto: nccl (RCCL on ROCm) when a GPU is visible, else gloo",
+    )
     p.add_argument("--ops", default=",".join(COLLECTIVES), help="comma-separated collectives")
     p.add_argument("--sizes", default=None, help="message sizes, e.g. 1MiB,256MiB (default: the GPU or CPU plan's)")
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--iters", type=int, default=None, help="calls per timed round")
     p.add_argument("--rounds", type=int, default=None, help="timed rounds")
     p.add_argument("--p2p-size", default=None, help="bytes per peer-to-peer copy (0: none)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds a rank waits for its peers (and the rendezvous)")
+    p.add_argument(
+        "--timeout", type=float, default=None, help="seconds a rank waits for its peers (and the rendezvous)"
+    )
     p.add_argument("--fault", action="append", default=[], help="negative control: STEP:RANK:corrupt|hang|exit")
     return p
 
@@ -127,7 +151,11 @@ def plan_from_arguments(args: argparse.Namespace, gpu: bool) -> Plan:
     if unknown or not ops:
         raise ValueError(f"--ops: unknown {', '.join(unknown) or 'empty list'}; known: {', '.join(COLLECTIVES)}")
     counts = {"warmup": args.warmup, "iters": args.iters, "rounds": args.rounds}
-    bad = [f"--{name}={value}" for name, value in counts.items() if value is not None and value < (0 if name == "warmup" else 1)]
+    bad = [
+        f"--{name}={value}"
+        for name, value in counts.items()
+        if value is not None and value < (0 if name == "warmup" else 1)
+    ]
     if bad:
         raise ValueError(f"{', '.join(bad)}: expected a whole number (at least 1 timed round of 1 call)")
     return Plan(
@@ -172,7 +200,9 @@ def world_skip_reason(gpu_labels: Sequence[str], cpu: bool) -> str | None:
 
 
 def cpu_world(ranks: int) -> WorldSpec:
-    return WorldSpec("gloo", tuple(f"rank {r}" for r in range(ranks)), tuple(f"rank {r} on the CPU" for r in range(ranks)))
+    return WorldSpec(
+        "gloo", tuple(f"rank {r}" for r in range(ranks)), tuple(f"rank {r} on the CPU" for r in range(ranks))
+    )
 
 
 def gpu_world(gpus: Sequence[tuple[int, str]], visibility: dict[str, str]) -> WorldSpec:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -54,7 +55,9 @@ SETTINGS_KEY = pytest.StashKey[CollectiveSettings]()
 def parse_ranks(value: str, source: str = options.CPU_RANKS.flag) -> int:
     """'2' -> 2: a whole number of gloo ranks, 2 to 16 (a group needs two)."""
     if not value.strip().isdigit() or not 2 <= int(value) <= MAX_CPU_RANKS:
-        raise UsageError(f"{source}={value!r}: expected a whole number of ranks from 2 to {MAX_CPU_RANKS}, e.g. {options.CPU_RANKS.flag}=2")
+        raise UsageError(
+            f"{source}={value!r}: expected a whole number of ranks from 2 to {MAX_CPU_RANKS}, e.g. {options.CPU_RANKS.flag}=2"
+        )
     return int(value)
 
 
@@ -65,7 +68,9 @@ def parse_timeout(value: str, source: str = options.COLLECTIVE_TIMEOUT.flag) -> 
     except ValueError:
         seconds = float("nan")
     if not seconds > 0:
-        raise UsageError(f"{source}={value!r}: expected a number of seconds above 0, e.g. {options.COLLECTIVE_TIMEOUT.flag}=60")
+        raise UsageError(
+            f"{source}={value!r}: expected a number of seconds above 0, e.g. {options.COLLECTIVE_TIMEOUT.flag}=60"
+        )
     return seconds
 
 
@@ -120,8 +125,14 @@ class CollectiveRun:
 
     def step_extra(self, step: StepOutcome) -> dict[str, Any]:
         """What a busbw metric carries besides its value (the plots read op and size)."""
-        return {COLLECTIVE_KEY: step.op, BYTES_KEY: step.nbytes, "world": step.world, "backend": self.world.backend,
-                "algbw_gbps": step.algbw, "seconds": list(step.seconds)}
+        return {
+            COLLECTIVE_KEY: step.op,
+            BYTES_KEY: step.nbytes,
+            "world": step.world,
+            "backend": self.world.backend,
+            "algbw_gbps": step.algbw,
+            "seconds": list(step.seconds),
+        }
 
 
 @pytest.fixture(scope="session")
@@ -142,7 +153,9 @@ def collective_plan(pytestconfig: pytest.Config, collective_world: WorldSpec) ->
 
 
 @pytest.fixture(scope="session")
-def collectives(collective_world: WorldSpec, collective_plan: Plan, tmp_path_factory: pytest.TempPathFactory) -> CollectiveRun:
+def collectives(
+    collective_world: WorldSpec, collective_plan: Plan, tmp_path_factory: pytest.TempPathFactory
+) -> CollectiveRun:
     """One collectives run over this run's devices, shared by the suite's tests (started on first use)."""
     from rocm_validate.collectives.launch import launch
 

@@ -21,8 +21,9 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -142,7 +143,13 @@ class Rank:
                 buffer[::7] += 1
             problem = payloads.mismatch(buffer, payloads.pattern(src, count, self.device))
         seconds = self.timed(run)
-        return {"src": src, "dst": dst, "bytes": count * payloads.ELEMENT_BYTES, "mismatch": problem, "seconds": seconds}
+        return {
+            "src": src,
+            "dst": dst,
+            "bytes": count * payloads.ELEMENT_BYTES,
+            "mismatch": problem,
+            "seconds": seconds,
+        }
 
     def run(self, facts: dict[str, Any]) -> dict[str, Any]:
         """The whole plan; an exception (a peer that timed out or went away) stops this rank's run
@@ -159,7 +166,7 @@ class Rank:
                         if copied is not None:
                             result["p2p"].append(copied)
             self.enter("done")
-        except Exception as exc:  # noqa: BLE001 - whatever stopped the rank is its result
+        except Exception as exc:
             result["error"], result["at"] = one_line(exc), self.at
         return result
 
@@ -197,10 +204,12 @@ def gather(store: Any, prefix: str, world: int, timeout_s: float) -> tuple[list[
         try:
             store.wait([result_key(prefix, rank)], timedelta(seconds=max(0.1, deadline - time.monotonic())))
             results.append(json.loads(store.get(result_key(prefix, rank))))
-        except Exception:  # noqa: BLE001 - a store timeout: the rank never reported
+        except Exception:
             results.append(None)
             seen = store.get(progress_key(prefix, rank)).decode() if store.check([progress_key(prefix, rank)]) else None
-            notes[rank] = f"no result within {timeout_s:g} s" + (f"; last seen entering {seen}" if seen else "; never started")
+            notes[rank] = f"no result within {timeout_s:g} s" + (
+                f"; last seen entering {seen}" if seen else "; never started"
+            )
     return results, notes
 
 
@@ -241,10 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rocm-validate collectives: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
-                                timeout=timedelta(seconds=plan.timeout_s))
+        dist.init_process_group(
+            backend, init_method="env://", rank=rank, world_size=world, timeout=timedelta(seconds=plan.timeout_s)
+        )
         store = dist.TCPStore(address, port, is_master=False, timeout=timedelta(seconds=plan.timeout_s))
-    except Exception as exc:  # noqa: BLE001 - any rendezvous failure is reported the same way
+    except Exception as exc:
         print(
             f"rocm-validate collectives: rank {rank} of {world} could not join the rendezvous at {address}:{port} within "
             f"{plan.timeout_s:g} s ({one_line(exc)}). Check MASTER_ADDR / MASTER_PORT (torchrun: --rdzv-endpoint), "
@@ -253,8 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_USAGE
     prefix = store_prefix(env)
-    facts = {"rank": rank, "world": world, "local_rank": local_rank, "host": socket.gethostname(),
-             "device": str(device), "backend": backend}
+    facts = {
+        "rank": rank,
+        "world": world,
+        "local_rank": local_rank,
+        "host": socket.gethostname(),
+        "device": str(device),
+        "backend": backend,
+    }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         facts["device_name"] = str(props.name)

@@ -217,7 +217,9 @@ class MiniBertCheck:
         from rocm_validate.convergence.minibert import REFERENCE
         from rocm_validate.convergence.rcps import build_rcp, write_rcp
 
-        runs = self._trainer(REFERENCE).run_seeds(range(2 * self.seeds), self.workdir / "reference-rcp", tolerated_failures=0)
+        runs = self._trainer(REFERENCE).run_seeds(
+            range(2 * self.seeds), self.workdir / "reference-rcp", tolerated_failures=0
+        )
         failed = [r.seed for r in runs if not r.converged]
         if failed:
             raise ReferenceFailed(

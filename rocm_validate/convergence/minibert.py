@@ -21,10 +21,11 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -59,7 +60,9 @@ class CorpusSpec:
         if not 1 <= self.successors <= self.words_per_topic <= words:
             raise ValueError(f"corpus needs 1 <= successors <= words_per_topic <= {words} words, found {self}")
         if not 1 <= self.masked_per_sequence < self.seq_len:
-            raise ValueError(f"masked_per_sequence must lie in [1, {self.seq_len - 1}], found {self.masked_per_sequence}")
+            raise ValueError(
+                f"masked_per_sequence must lie in [1, {self.seq_len - 1}], found {self.masked_per_sequence}"
+            )
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,9 @@ class MiniBertSpec:
 
     def __post_init__(self) -> None:
         if self.corpus.eval_sequences % self.batch_size:
-            raise ValueError(f"eval_sequences ({self.corpus.eval_sequences}) must be a multiple of batch_size ({self.batch_size}): one shape for every evaluation chunk")
+            raise ValueError(
+                f"eval_sequences ({self.corpus.eval_sequences}) must be a multiple of batch_size ({self.batch_size}): one shape for every evaluation chunk"
+            )
         if not 0 < self.warmup_steps < self.max_steps:
             raise ValueError(f"warmup_steps must lie in (0, max_steps={self.max_steps}), found {self.warmup_steps}")
 
@@ -201,16 +206,25 @@ def generate_sequences(spec: CorpusSpec, count: int, generator: torch.Generator)
     """`count` sequences [CLS] w1 ... w(S-1), each a walk through one topic's transition table."""
     tables = torch.Generator().manual_seed(spec.seed)
     words = spec.vocab_size - FIRST_WORD
-    vocabulary = torch.stack([torch.randperm(words, generator=tables)[: spec.words_per_topic] for _ in range(spec.topics)])
+    vocabulary = torch.stack(
+        [torch.randperm(words, generator=tables)[: spec.words_per_topic] for _ in range(spec.topics)]
+    )
     follow = torch.stack(
         [
-            torch.stack([torch.randperm(spec.words_per_topic, generator=tables)[: spec.successors] for _ in range(spec.words_per_topic)])
+            torch.stack(
+                [
+                    torch.randperm(spec.words_per_topic, generator=tables)[: spec.successors]
+                    for _ in range(spec.words_per_topic)
+                ]
+            )
             for _ in range(spec.topics)
         ]
     )  # [topics, words_per_topic, successors]: indices into the topic's vocabulary
     weights = 1.0 / torch.arange(1, spec.successors + 1, dtype=torch.float64)
     topic = torch.randint(spec.topics, (count,), generator=generator)
-    choice = torch.multinomial(weights, count * spec.seq_len, replacement=True, generator=generator).view(count, spec.seq_len)
+    choice = torch.multinomial(weights, count * spec.seq_len, replacement=True, generator=generator).view(
+        count, spec.seq_len
+    )
     walk = torch.empty(count, spec.seq_len, dtype=torch.long)
     walk[:, 0] = torch.randint(spec.words_per_topic, (count,), generator=generator)
     for i in range(1, spec.seq_len):
@@ -396,9 +410,8 @@ class Trainer:
             self._compiled[0].bert.load_state_dict(fresh.state_dict())
             return self._compiled
         module = MaskedLM(fresh.to(self.device))
-        if self.fp8_recipe is not None:
-            if fp8_recipes.convert(module.bert, self.fp8_recipe, self.fp8_formats) == 0:
-                raise RuntimeError(f"{self.fp8_recipe.name} replaced no nn.Linear in mini-BERT")
+        if self.fp8_recipe is not None and fp8_recipes.convert(module.bert, self.fp8_recipe, self.fp8_formats) == 0:
+            raise RuntimeError(f"{self.fp8_recipe.name} replaced no nn.Linear in mini-BERT")
         return module, module
 
     def _warm_up(self, module: MaskedLM, run: Callable[..., torch.Tensor]) -> None:
@@ -414,7 +427,10 @@ class Trainer:
         spec = self.spec
         implementation = {"fused": True} if self.candidate.fused_optimizer else {"foreach": False}
         optimizer = torch.optim.AdamW(
-            module.parameters(), lr=spec.learning_rate * self.candidate.lr_scale, weight_decay=spec.weight_decay, **implementation
+            module.parameters(),
+            lr=spec.learning_rate * self.candidate.lr_scale,
+            weight_decay=spec.weight_decay,
+            **implementation,
         )
 
         def factor(step: int) -> float:
@@ -465,7 +481,10 @@ class Trainer:
                 curve.append((step * spec.batch_size, accuracy))
                 diverged = not math.isfinite(loss.item())
                 converged = accuracy >= spec.target_accuracy and not diverged
-                self.progress(f"{label}: step {step}/{spec.max_steps}, {step * spec.batch_size:,} samples, eval accuracy {accuracy:.4f}", False)
+                self.progress(
+                    f"{label}: step {step}/{spec.max_steps}, {step * spec.batch_size:,} samples, eval accuracy {accuracy:.4f}",
+                    False,
+                )
                 if converged or diverged:
                     break
             samples = step * spec.batch_size
@@ -482,7 +501,9 @@ class Trainer:
         self.progress(f"{label}: {verdict} (eval accuracy {accuracy:.4f}, {seconds:.1f} s)", True)
         return outcome
 
-    def _step(self, run: Callable[..., torch.Tensor], optimizer: torch.optim.Optimizer, schedule: Any, batch: MaskedBatch) -> torch.Tensor:
+    def _step(
+        self, run: Callable[..., torch.Tensor], optimizer: torch.optim.Optimizer, schedule: Any, batch: MaskedBatch
+    ) -> torch.Tensor:
         """One optimizer step on `batch`; returns the loss (not synchronised)."""
         with self._autocast():
             logits = run(batch.inputs, batch.positions)
@@ -525,8 +546,12 @@ class Trainer:
         log.event(
             "rocm_validate_benchmark",
             MARKER,
-            metadata={"definition": spec.fingerprint(), "candidate": self.candidate.name, "label": self.label,
-                      "target_accuracy": spec.target_accuracy},
+            metadata={
+                "definition": spec.fingerprint(),
+                "candidate": self.candidate.name,
+                "label": self.label,
+                "target_accuracy": spec.target_accuracy,
+            },
         )
 
     def run_seeds(self, seeds: range, folder: Path, tolerated_failures: int) -> list[RunOutcome]:

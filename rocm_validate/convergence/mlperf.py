@@ -24,9 +24,10 @@ import logging
 import math
 import re
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from rocm_validate.core.options import DEFAULT_RULESET
 from rocm_validate.errors import JsonFileError, MlperfError
@@ -55,7 +56,6 @@ RCP_FILE_SCHEMA: dict[str, Any] = {
         "oneOf": [{"required": ["Epochs to converge"]}, {"required": ["samples to converge"]}],
     },
 }
-
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,9 @@ class RunFacts:
             return ""
         notes = list(self.problems)
         if self.status not in ("success", "unreadable"):  # an unreadable file's problems already say so
-            notes.append(_STATUS_NOTES.get(self.status, f"run_stop status is {self.status!r}: the run did not converge"))
+            notes.append(
+                _STATUS_NOTES.get(self.status, f"run_stop status is {self.status!r}: the run did not converge")
+            )
         return f"{self.file}: " + ("; ".join(notes) or "MLPerf's RCP checker does not count it as converged")
 
     def to_dict(self) -> dict[str, Any]:
@@ -352,7 +354,7 @@ def compliance_messages(path: Path, ruleset: str, usage: str = USAGE) -> tuple[s
     with captured_checker_logs():
         try:
             checker.check_file(str(path), f"{usage}_{ruleset}/common.yaml")
-        except Exception as exc:  # noqa: BLE001 - the checker execs YAML rules; any of them may raise
+        except Exception as exc:
             return (f"the compliance checker stopped: {type(exc).__name__}: {exc}",)
     messages = [*checker.overwritable.values(), *checker.not_overwritable]
     return tuple(dict.fromkeys(m.strip().splitlines()[0] for m in messages if m.strip()))
@@ -420,7 +422,9 @@ def load_rcp_file(path: Path) -> dict[str, Any]:
     from rocm_validate.results import jsonfile
 
     try:
-        return jsonfile.read_json(path, RCP_FILE_SCHEMA, fix="Pass an RCP file in mlperf-logging's rcps_<benchmark>.json format.")
+        return jsonfile.read_json(
+            path, RCP_FILE_SCHEMA, fix="Pass an RCP file in mlperf-logging's rcps_<benchmark>.json format."
+        )
     except JsonFileError as exc:
         raise MlperfError(str(exc)) from None
 
@@ -492,7 +496,9 @@ def score_run_set(
     )
 
 
-def _stage_run(path: Path, copy: Path, ruleset: str, train_samples: bool, compliance: bool, rcp_checker: Any) -> RunFacts:
+def _stage_run(
+    path: Path, copy: Path, ruleset: str, train_samples: bool, compliance: bool, rcp_checker: Any
+) -> RunFacts:
     """Write what the checker may read of `path` to `copy` and read it back the checker's way.
 
     A file with unreadable lines is staged as a stand-in holding only its benchmark and batch
@@ -507,14 +513,20 @@ def _stage_run(path: Path, copy: Path, ruleset: str, train_samples: bool, compli
     with captured_checker_logs():
         try:
             view = rcp_checker.read_submission_file(str(copy), ruleset, train_samples)
-        except Exception as exc:  # noqa: BLE001 - the checker indexes JSON freely; report, never crash
-            problems.append(f"MLPerf's RCP checker cannot read it ({type(exc).__name__}: {exc}); counted as not converged")
+        except Exception as exc:
+            problems.append(
+                f"MLPerf's RCP checker cannot read it ({type(exc).__name__}: {exc}); counted as not converged"
+            )
             _write_stage(copy, parsed, stand_in=True)
     notes: tuple[str, ...] = ()
     if compliance and not parsed.problems:
         benchmark = parsed.first("submission_benchmark")
-        notes = compliance_messages(path, ruleset) if benchmark and benchmark.value else (
-            "not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",
+        notes = (
+            compliance_messages(path, ruleset)
+            if benchmark and benchmark.value
+            else (
+                "not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",
+            )
         )
     return run_facts(path, parsed, view, problems, notes)
 
@@ -599,7 +611,7 @@ def _run_checker(
                 )
             with _open_rcp(rcp_path) as handle:
                 checker = rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, False, handle)
-        except Exception as exc:  # noqa: BLE001 - report the checker's failure as the verdict
+        except Exception as exc:
             return RcpVerdict(False, f"MLPerf's RCP checker failed: {type(exc).__name__}: {exc}", None)
         record = _compared_record(checker, batch, str(message))
     factor_value = float(factor) if factor is not None and math.isfinite(float(factor)) else None

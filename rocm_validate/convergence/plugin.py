@@ -49,13 +49,14 @@ class ConvergenceSettings:
 SETTINGS_KEY = pytest.StashKey[ConvergenceSettings]()
 
 
-
 def _folder(value: str, source: str) -> Path:
     folder = Path(value).expanduser().resolve()
     if not folder.is_dir():
         raise UsageError(f"{source}={value!r}: no such folder; expected a folder of MLPerf result_*.txt files")
     if not mlperf.result_files(folder):
-        raise UsageError(f"{source}={value!r}: the folder holds no result_*.txt files (MLPerf names each run's log result_<n>.txt)")
+        raise UsageError(
+            f"{source}={value!r}: the folder holds no result_*.txt files (MLPerf names each run's log result_<n>.txt)"
+        )
     return folder
 
 
@@ -79,7 +80,9 @@ def _rcp_file(value: str, source: str) -> Path:
 def _seeds(value: str, source: str) -> int:
     text = value.strip()
     if not text.isdigit() or int(text) < 3:
-        raise UsageError(f"{source}={value!r}: expected a whole number of seeds, at least 3 (olympic scoring drops two), e.g. 10")
+        raise UsageError(
+            f"{source}={value!r}: expected a whole number of seeds, at least 3 (olympic scoring drops two), e.g. 10"
+        )
     return int(text)
 
 
@@ -197,14 +200,19 @@ def record_command(config: pytest.Config, device: DeviceInfo) -> str:
 
 
 @pytest.fixture(scope="session")
-def mini_bert(pytestconfig: pytest.Config, rocm_device: DeviceInfo, torch_device: Any, tmp_path_factory: pytest.TempPathFactory) -> MiniBertCheck:
+def mini_bert(
+    pytestconfig: pytest.Config, rocm_device: DeviceInfo, torch_device: Any, tmp_path_factory: pytest.TempPathFactory
+) -> MiniBertCheck:
     """The built-in RCP benchmark on the selected device: records RCPs, checks candidates."""
     from rocm_validate.convergence.check import MiniBertCheck
     from rocm_validate.convergence.minibert import preset_for
     from rocm_validate.convergence.rcps import rcp_path
 
     if not mlperf.available_rulesets():
-        pytest.fail("mini-BERT needs mlperf-logging (its MLLOG writer and RCP checker), found none; install it with: pip install mlperf-logging", pytrace=False)
+        pytest.fail(
+            "mini-BERT needs mlperf-logging (its MLLOG writer and RCP checker), found none; install it with: pip install mlperf-logging",
+            pytrace=False,
+        )
     settings = convergence_settings(pytestconfig)
     spec = preset_for(rocm_device.backend)
     return MiniBertCheck(
@@ -230,7 +238,9 @@ def require_rcp(config: pytest.Config, check: MiniBertCheck) -> StoredRcp:
     __tracebackhide__ = True
     settings = run_state(config).settings
     if settings.update_baselines:
-        pytest.skip(f"--update-baselines records the mini-BERT RCPs only ({RECORD_TEST}); run without it to check candidates")
+        pytest.skip(
+            f"--update-baselines records the mini-BERT RCPs only ({RECORD_TEST}); run without it to check candidates"
+        )
     try:
         return check.rcp()
     except RcpUnavailable as exc:

@@ -10,9 +10,10 @@ definition (other corpus, model, schedule or target) are stale and are not compa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rocm_validate.convergence.minibert import BENCHMARK, MiniBertSpec
 from rocm_validate.convergence.mlperf import RCP_FILE_SCHEMA
@@ -32,7 +33,11 @@ RCP_STORE_SCHEMA: dict[str, Any] = {
         "required": ["Benchmark", "BS", "Hyperparams", "Epochs to converge", "Creator", "When", "Platform"],
         "properties": {
             "Benchmark": {"const": BENCHMARK},
-            "Hyperparams": {"type": "object", "required": ["mini_bert"], "properties": {"mini_bert": {"type": "string"}}},
+            "Hyperparams": {
+                "type": "object",
+                "required": ["mini_bert"],
+                "properties": {"mini_bert": {"type": "string"}},
+            },
             "Epochs to converge": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 3},
             "Creator": {"type": "string"},
             "When": {"type": "string"},
@@ -74,7 +79,6 @@ def build_rcp(spec: MiniBertSpec, samples: Sequence[int], creator: str, when: st
 def write_rcp(path: Path, data: dict[str, Any]) -> None:
     """Validate and replace atomically: a crash never leaves half an RCP file."""
     jsonfile.write_json(path, data, RCP_STORE_SCHEMA)
-
 
 
 @dataclass(frozen=True)

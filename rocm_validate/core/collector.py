@@ -136,7 +136,9 @@ class ResultCollector:
             if gpu is not None and report.when not in ("setup", "call", "teardown"):
                 result.message = f"{gpu.label}: {result.message}"  # xdist's report of a crashed worker
         if report.when == "teardown":
-            result.metrics = [m if m.gpu or not gpu else replace(m, gpu=gpu) for m in metrics_from_properties(report.user_properties)]
+            result.metrics = [
+                m if m.gpu or not gpu else replace(m, gpu=gpu) for m in metrics_from_properties(report.user_properties)
+            ]
             result.numerics = _json_entries(report.user_properties, NUMERICS_PROPERTY)
             result.findings = _json_entries(report.user_properties, FINDINGS_PROPERTY)
             if not is_xdist_worker(self.state.config):
@@ -241,8 +243,14 @@ class ResultCollector:
             }
         assert self.exit_status is not None
         report = build_report(
-            self.state.settings.summary(), device, results, sys.argv, self.exit_status,
-            self.verdict(), node=node_section, peers=[f.to_dict() for f in self.peers],
+            self.state.settings.summary(),
+            device,
+            results,
+            sys.argv,
+            self.exit_status,
+            self.verdict(),
+            node=node_section,
+            peers=[f.to_dict() for f in self.peers],
         )
         jsonfile.write_json(self.state.settings.report_path, report, REPORT_SCHEMA)
         self.state.report_written = True
@@ -253,7 +261,11 @@ class ResultCollector:
 
         devices = list(self.state.node.devices) if self.state.node is not None else ([device] if device else [])
         return RunFacts(
-            command=shlex.join(sys.argv), exit_status=self.exit_status, devices=devices, results=results, peers=self.peers
+            command=shlex.join(sys.argv),
+            exit_status=self.exit_status,
+            devices=devices,
+            results=results,
+            peers=self.peers,
         )
 
     def _peer_findings(self) -> list[PeerFinding]:
@@ -276,7 +288,9 @@ class ResultCollector:
         return gpu_findings(self.state.metrics(), band_for)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str], session: Any) -> None:
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: Any
+    ) -> None:
         """pytest-html (when installed): the summary's facts, with plots when matplotlib is installed."""
         from rocm_validate.results.summary import html_sections
 

@@ -106,7 +106,7 @@ def describe_time_used(level: str, is_gpu: bool, used_s: float) -> str:
 
 
 def _minutes(seconds: float) -> str:
-    whole = int(round(seconds))
+    whole = round(seconds)
     if whole < 60:
         return f"{whole} s"
     minutes, rest = divmod(whole, 60)

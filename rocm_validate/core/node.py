@@ -28,8 +28,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -142,8 +143,12 @@ def discover_in_child(env: Mapping[str, str] | None = None, timeout_s: float = D
     """Device discovery in a child process, so the calling process starts no GPU runtime."""
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _DISCOVER], capture_output=True, text=True, timeout=timeout_s,
-            env=dict(os.environ if env is None else env), check=False,
+            [sys.executable, "-c", _DISCOVER],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=dict(os.environ if env is None else env),
+            check=False,
         )
     except subprocess.TimeoutExpired:
         raise DeviceError(
@@ -170,14 +175,17 @@ def configure_controller(config: pytest.Config, settings: Settings) -> None:
         return
     selection = settings.device_argument()
     if not config.pluginmanager.hasplugin("xdist"):
-        raise UsageError(f"{DEVICE.flag}={selection} runs one pytest-xdist worker per GPU; install it: {_XDIST_INSTALL}")
+        raise UsageError(
+            f"{DEVICE.flag}={selection} runs one pytest-xdist worker per GPU; install it: {_XDIST_INSTALL}"
+        )
     if config.getoption("numprocesses") == 0:
-        raise UsageError(f"{DEVICE.flag}={selection} runs one pytest-xdist worker per GPU, but -n 0 turns workers off; "
-                         f"drop -n 0, or validate one GPU with {DEVICE.flag}=INDEX")
+        raise UsageError(
+            f"{DEVICE.flag}={selection} runs one pytest-xdist worker per GPU, but -n 0 turns workers off; "
+            f"drop -n 0, or validate one GPU with {DEVICE.flag}=INDEX"
+        )
     config.stash[REQUESTED_WORKERS_KEY] = config.getoption("numprocesses")
     config.option.dist = "each"
     config.option.tx = ["popen"]
-
 
 
 def start_controller(config: pytest.Config, state: RunState) -> None:
@@ -186,7 +194,9 @@ def start_controller(config: pytest.Config, state: RunState) -> None:
     state.node = facts
     if REQUESTED_WORKERS_KEY not in config.stash:
         return
-    problem = worker_count_problem(config.stash[REQUESTED_WORKERS_KEY], len(facts.devices), state.settings.device_argument())
+    problem = worker_count_problem(
+        config.stash[REQUESTED_WORKERS_KEY], len(facts.devices), state.settings.device_argument()
+    )
     if problem:
         raise UsageError(problem)
     config.option.tx = [facts.worker_spec(device) for device in facts.devices]
@@ -215,17 +225,27 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
         return []
     devices = facts.devices
     if not devices[0].is_gpu:
-        return [f"rocm-validate node: {DEVICE.flag}={state.settings.device_argument()} found no GPU; "
-                "validating the CPU once"]
-    how = "one pinned pytest-xdist worker each (--dist each)" if workers else "not distributed (collect-only, or node-wide suites only)"
+        return [
+            f"rocm-validate node: {DEVICE.flag}={state.settings.device_argument()} found no GPU; "
+            "validating the CPU once"
+        ]
+    how = (
+        "one pinned pytest-xdist worker each (--dist each)"
+        if workers
+        else "not distributed (collect-only, or node-wide suites only)"
+    )
     lines = [f"rocm-validate node: {len(devices)} GPU{'s' if len(devices) > 1 else ''}, {how}"]
     if workers and set(NODE_WIDE_SUITES) & state.settings.suites:
-        lines[0] += f"; {', '.join(sorted(set(NODE_WIDE_SUITES) & state.settings.suites))} once, after them, on GPU {devices[0].index}'s worker"
+        lines[0] += (
+            f"; {', '.join(sorted(set(NODE_WIDE_SUITES) & state.settings.suites))} once, after them, on GPU {devices[0].index}'s worker"
+        )
     for device in devices:
         assert device.index is not None
         ids = ", ".join(f"{k} {v}" for k, v in (("BDF", device.pci_bus_id), ("UUID", device.uuid)) if v)
-        lines.append(f"rocm-validate node: GPU {device.index}{f' ({ids})' if ids else ''}: {device.name}; "
-                     f"{facts.pinning((device.index,)).describe()}")
+        lines.append(
+            f"rocm-validate node: GPU {device.index}{f' ({ids})' if ids else ''}: {device.name}; "
+            f"{facts.pinning((device.index,)).describe()}"
+        )
     return lines
 
 

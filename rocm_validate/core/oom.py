@@ -12,8 +12,9 @@ from __future__ import annotations
 import gc
 import re
 import sys
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Generator
+from typing import Any
 
 import pytest
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import pytest
 
@@ -249,8 +250,23 @@ def add_spec(parser: pytest.Parser, spec: OptionSpec) -> None:
 def add_options(parser: pytest.Parser) -> None:
     """Register every suite's options in the one rocm-validate group."""
     for spec in (
-        SUITE, LEVEL, TIMEOUT, BASELINES, DEVICE, REPORT, SUMMARY, HOST_ROOT, WINDOW, FLOORS, BENCHMARK_JSON, RESULTS,
-        RULESET, RCP_FILE, SEEDS, CPU_RANKS, COLLECTIVE_TIMEOUT,
+        SUITE,
+        LEVEL,
+        TIMEOUT,
+        BASELINES,
+        DEVICE,
+        REPORT,
+        SUMMARY,
+        HOST_ROOT,
+        WINDOW,
+        FLOORS,
+        BENCHMARK_JSON,
+        RESULTS,
+        RULESET,
+        RCP_FILE,
+        SEEDS,
+        CPU_RANKS,
+        COLLECTIVE_TIMEOUT,
     ):
         add_spec(parser, spec)
     parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
@@ -344,10 +360,14 @@ def parse_device(value: str, source: str = DEVICE.flag) -> int | str | tuple[int
         indices = [_gpu_index(part) for part in parts]
         if any(index is None for index in indices):
             bad = ", ".join(repr(p) for p, i in zip(parts, indices) if i is None)
-            raise UsageError(f"{source}={value!r}: {bad} is not a GPU index; expected {_DEVICE_FORMS}, e.g. {DEVICE.flag}=0,1")
+            raise UsageError(
+                f"{source}={value!r}: {bad} is not a GPU index; expected {_DEVICE_FORMS}, e.g. {DEVICE.flag}=0,1"
+            )
         repeated = sorted({i for i in indices if indices.count(i) > 1})
         if repeated:
-            raise UsageError(f"{source}={value!r}: GPU {', '.join(map(str, repeated))} is listed twice; name each GPU once")
+            raise UsageError(
+                f"{source}={value!r}: GPU {', '.join(map(str, repeated))} is listed twice; name each GPU once"
+            )
         return tuple(i for i in indices if i is not None)
     index = _gpu_index(text)
     if index is not None:
@@ -384,7 +404,9 @@ def output_file(config: pytest.Config, spec: OptionSpec, example: str) -> Path |
         raise UsageError(f"{spec.flag}={value!r} is a folder; expected a file path such as {example}")
     problem = writable_folder_problem(path.parent)
     if problem:
-        raise UsageError(f"{spec.flag}={value!r}: cannot write there: {problem}; choose a writable path such as {example}")
+        raise UsageError(
+            f"{spec.flag}={value!r}: cannot write there: {problem}; choose a writable path such as {example}"
+        )
     return path
 
 

@@ -21,8 +21,8 @@ logical GPUs per package) are GPUs of that index space like any other.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from rocm_validate.errors import DeviceError
 
@@ -101,4 +101,3 @@ def pin(backend: str, gpus: Sequence[int], env: Mapping[str, str]) -> Pinning:
         source=f"{name}={env[name]}" if name else None,
         outer=f"ROCR_VISIBLE_DEVICES={rocr}" if rocr is not None else None,
     )
-

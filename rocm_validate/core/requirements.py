@@ -9,7 +9,8 @@ library) are all decided here, from a `DeviceInfo` and the platform rules of
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, NoReturn, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -153,7 +154,9 @@ def scaled_mm_skip_reason(device: DeviceInfo, scaling: str = "tensorwise", out_d
             return rule_reason
     allowed = capabilities.scaled_mm_out_dtypes(device.backend, scaling)
     if out_dtype not in allowed:
-        return f"needs {out_dtype} output from {scaling} _scaled_mm, found only {', '.join(allowed)} on {device.backend}"
+        return (
+            f"needs {out_dtype} output from {scaling} _scaled_mm, found only {', '.join(allowed)} on {device.backend}"
+        )
     return None
 
 
@@ -161,7 +164,9 @@ def _scaled_mm_rule_reason(device: DeviceInfo, scaling: str, where: str) -> str 
     """The version rule's reason, for a device this process cannot probe."""
     if not device.scaled_mm:
         return f"needs torch._scaled_mm (gfx942, gfx950 on ROCm 6.5+, gfx12 on ROCm 6.3+, sm_89+), found {where}"
-    if not capabilities.scaled_mm_supported(device.backend, device.arch, device.runtime_version, scaling, device.torch_version):
+    if not capabilities.scaled_mm_supported(
+        device.backend, device.arch, device.runtime_version, scaling, device.torch_version
+    ):
         return (
             f"needs row-wise _scaled_mm (sm_90+, gfx942/gfx950 with ROCm 6.4+ and torch 2.7+, CPU), found {where} "
             f"(runtime {device.runtime_version}, torch {device.torch_version})"
@@ -186,7 +191,7 @@ def import_optional(module: str, purpose: str, install: str = "") -> Any:
         return import_library(module, install)
     except LibraryMissing as missing:
         pytest.skip(library_skip_reason(missing, purpose))
-    except Exception as exc:  # noqa: BLE001 - an extension failing to load raises anything
+    except Exception as exc:
         pytest.fail(f"{module} is installed but cannot be imported: {type(exc).__name__}: {exc}", pytrace=False)
 
 

@@ -12,7 +12,8 @@ A crashed worker is replaced by xdist from the same spec (so pinned to the same 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from xdist.scheduler.each import EachScheduling

@@ -24,9 +24,10 @@ import faulthandler
 import os
 import sys
 import threading
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Generator, NoReturn, TextIO
+from typing import NoReturn, TextIO
 
 import pytest
 from pytest_timeout import Settings, is_debugging

@@ -125,7 +125,6 @@ class AttentionInputs:
     upstream: torch.Tensor
 
 
-
 def _leaf(t: torch.Tensor) -> torch.Tensor:
     return t.detach().requires_grad_(True)
 
@@ -151,7 +150,9 @@ def make_inputs(case: AttentionCase, device: Any, seed: int = 0) -> AttentionInp
         mask = keep.to(device)
     elif case.mask == "additive":
         mask = torch.randn(case.batch, 1, case.seq_q, case.seq_k, generator=g).to(device=device, dtype=dtype)
-    upstream = torch.randn(case.batch, case.heads, case.seq_q, case.head_dim, generator=g).to(device=device, dtype=dtype)
+    upstream = torch.randn(case.batch, case.heads, case.seq_q, case.head_dim, generator=g).to(
+        device=device, dtype=dtype
+    )
     return AttentionInputs(q, k, v, mask, case.mask == "causal", upstream)
 
 

@@ -10,7 +10,7 @@ for cuBLAS and hipBLAS/rocBLAS.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from rocm_validate.errors import BlasUnavailable
 from rocm_validate.platform.capabilities import blas_library

@@ -24,8 +24,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rocm_validate.correctness.tolerances import Tolerance
 
@@ -240,8 +241,12 @@ def compare(
     bound = math.inf if allowed is None else allowed
     mismatched = (diff > bound) | nonfinite | special_wrong
     both = finite & candidate_finite
-    norm_error = float(torch.linalg.vector_norm(torch.where(both, c - g, 0.0))) if not bool(nonfinite.any()) else math.inf
-    reference_norm = None if r is None else float(torch.linalg.vector_norm(torch.where(finite & torch.isfinite(r), r - g, 0.0)))
+    norm_error = (
+        float(torch.linalg.vector_norm(torch.where(both, c - g, 0.0))) if not bool(nonfinite.any()) else math.inf
+    )
+    reference_norm = (
+        None if r is None else float(torch.linalg.vector_norm(torch.where(finite & torch.isfinite(r), r - g, 0.0)))
+    )
     allowed_norm = None
     if tolerance.k_norm is not None:
         count = int(finite.sum())
@@ -314,7 +319,10 @@ def _systematic_error(g: torch.Tensor, c: torch.Tensor, r: torch.Tensor | None, 
     if reference_rms == 0:
         return _NO_BIAS
     worst = _NO_BIAS
-    for values, directions in ((error, ("high", "low")), (error * torch.sign(g[mask]), ("away from zero", "towards zero"))):
+    for values, directions in (
+        (error, ("high", "low")),
+        (error * torch.sign(g[mask]), ("away from zero", "towards zero")),
+    ):
         mean = float(values.mean())
         standard_error = float(values.std()) / math.sqrt(count)
         sigmas = math.inf if standard_error == 0 else abs(mean) / standard_error
@@ -354,7 +362,9 @@ def margins(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-_RECORDED: contextvars.ContextVar[list[Comparison] | None] = contextvars.ContextVar("rocm_validate_comparisons", default=None)
+_RECORDED: contextvars.ContextVar[list[Comparison] | None] = contextvars.ContextVar(
+    "rocm_validate_comparisons", default=None
+)
 
 
 @contextlib.contextmanager

@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 import torch
 
@@ -50,8 +52,12 @@ def check_bit_patterns(fmt: Fp8Format, device: Any) -> list[Comparison]:
     return [
         compare(f"fp8.cast [{fmt.name}: upcast of all 256 bit patterns]", upcast, golden, exact),
         compare(f"fp8.cast [{fmt.name}: sign of every decoded pattern]", signs, golden_signs, exact),
-        compare(f"fp8.cast [{fmt.name}: round trip of all 256 bit patterns, as bits]",
-                _canonical_bits(back, fmt), _canonical_bits(patterns, fmt), exact),
+        compare(
+            f"fp8.cast [{fmt.name}: round trip of all 256 bit patterns, as bits]",
+            _canonical_bits(back, fmt),
+            _canonical_bits(patterns, fmt),
+            exact,
+        ),
     ]
 
 
@@ -64,8 +70,12 @@ def check_rounding(fmt: Fp8Format, source_dtype: str, device: Any) -> Comparison
         raise ValueError(f"{source_dtype} cannot hold every {fmt.name} rounding probe exactly")
     got = source.to(device).to(fmt.dtype).view(torch.uint8)
     expected = torch.tensor([fp8.encode(p, fmt) for p in probes], dtype=torch.int32).to(torch.uint8)
-    return compare(f"fp8.cast [{fmt.name} from {source_dtype}: round to nearest even, {len(probes)} probes]",
-                   _canonical_bits(got, fmt), _canonical_bits(expected, fmt), tolerance_for("fp8.cast", "*"))
+    return compare(
+        f"fp8.cast [{fmt.name} from {source_dtype}: round to nearest even, {len(probes)} probes]",
+        _canonical_bits(got, fmt),
+        _canonical_bits(expected, fmt),
+        tolerance_for("fp8.cast", "*"),
+    )
 
 
 @dataclass(frozen=True)
@@ -185,10 +195,19 @@ def check_scaled_mm(
     reference = emulate(ops, torch.float32).to(torch_out)
     unquantized = ops.a_source.double() @ ops.w_source.double().t()
     return [
-        compare(f"scaled_mm.emulation {label}", candidate, golden,
-                tolerance_for(f"scaled_mm.emulation.{out_dtype}", platform, arch), reference),
-        compare(f"scaled_mm.quantization {label}", candidate, unquantized,
-                tolerance_for("scaled_mm.quantization", platform, arch)),
+        compare(
+            f"scaled_mm.emulation {label}",
+            candidate,
+            golden,
+            tolerance_for(f"scaled_mm.emulation.{out_dtype}", platform, arch),
+            reference,
+        ),
+        compare(
+            f"scaled_mm.quantization {label}",
+            candidate,
+            unquantized,
+            tolerance_for("scaled_mm.quantization", platform, arch),
+        ),
     ]
 
 
@@ -216,16 +235,24 @@ def exact_operands(kind: str, fmt: Fp8Format, rowwise: bool, device: Any) -> Fp8
     else:
         a_inv, w_inv = torch.tensor(0.5), torch.tensor(2.0)
     return Fp8Operands(
-        a.to(fmt.dtype).to(device), w.to(fmt.dtype).to(device), a_inv.float().to(device), w_inv.float().to(device),
-        a.to(device), w.to(device),
+        a.to(fmt.dtype).to(device),
+        w.to(fmt.dtype).to(device),
+        a_inv.float().to(device),
+        w_inv.float().to(device),
+        a.to(device),
+        w.to(device),
     )
 
 
 def check_scaled_mm_exact(kind: str, fmt: Fp8Format, scaling: str, out_dtype: str, device: Any) -> Comparison:
     ops = exact_operands(kind, fmt, scaling == "rowwise", device)
     candidate = run_scaled_mm(ops, getattr(torch, out_dtype))
-    return compare(f"scaled_mm.exact [{kind}, {fmt.name} {scaling} -> {out_dtype}]", candidate,
-                   emulate(ops, torch.float64), tolerance_for("scaled_mm.exact", "*"))
+    return compare(
+        f"scaled_mm.exact [{kind}, {fmt.name} {scaling} -> {out_dtype}]",
+        candidate,
+        emulate(ops, torch.float64),
+        tolerance_for("scaled_mm.exact", "*"),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,8 +277,9 @@ def _reference_linear(size: LinearSize, device: Any, seed: int) -> torch.nn.Line
         return torch.nn.Linear(size.in_features, size.out_features).to(device)
 
 
-def _linear_step(layer: torch.nn.Module, x: torch.Tensor, upstream: torch.Tensor,
-                 context: Callable[[], ContextManager[Any]]) -> tuple[torch.Tensor, ...]:
+def _linear_step(
+    layer: torch.nn.Module, x: torch.Tensor, upstream: torch.Tensor, context: Callable[[], AbstractContextManager[Any]]
+) -> tuple[torch.Tensor, ...]:
     x = x.detach().requires_grad_(True)
     with context():
         out = layer(x)
@@ -265,7 +293,7 @@ def run_steps(
     dtype: torch.dtype,
     device: Any,
     steps: int,
-    context: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+    context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
     """`steps` forward + backward passes on fresh seeded batches (filling any delayed-scaling
     history); returns the last pass's (out, grad_input, grad_weight) and its batch and upstream."""
@@ -288,7 +316,7 @@ def check_fp8_layer(
     device: Any,
     platform: str,
     arch: str,
-    context: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+    context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
     steps: int = 3,
 ) -> list[Comparison]:
     """An FP8 linear layer built from an nn.Linear vs that nn.Linear in float64, by SQNR of the
@@ -301,7 +329,12 @@ def check_fp8_layer(
     golden = _linear_step(golden_layer, x.double(), upstream.double(), contextlib.nullcontext)
     shape = f"{size.tokens}x{size.in_features}->{size.out_features}, {dtype}"
     return [
-        compare(f"fp8_linear.{part} [{label}, {shape}]", found[i], golden[i], tolerance_for(f"fp8_linear.{part}", platform, arch))
+        compare(
+            f"fp8_linear.{part} [{label}, {shape}]",
+            found[i],
+            golden[i],
+            tolerance_for(f"fp8_linear.{part}", platform, arch),
+        )
         for i, part in enumerate(PARTS)
     ]
 
@@ -347,16 +380,22 @@ class RecipeCase:
         size = fp8_recipes.block_size(self.scale)
         model = "llama-3.1-8b" if self.scale == "full" else f"llama-3.1-8b-{self.scale}"
         mode = ", torch.compile" if self.compiled else ""
-        return (f"{self.recipe.name} {'/'.join(self.formats[:2])}, {model} {self.kind} {size.batch}x{size.seq} "
-                f"tokens, {self.dtype}{mode}")
+        return (
+            f"{self.recipe.name} {'/'.join(self.formats[:2])}, {model} {self.kind} {size.batch}x{size.seq} "
+            f"tokens, {self.dtype}{mode}"
+        )
 
 
 Parts = dict[str, torch.Tensor]  # 'out', 'grad_input', then 'grad.<parameter>' for every parameter
 
 
-def block_pass(block: torch.nn.Module, x: torch.Tensor, upstream: torch.Tensor,
-               run: Callable[[torch.Tensor], torch.Tensor] | None = None,
-               context: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> Parts:
+def block_pass(
+    block: torch.nn.Module,
+    x: torch.Tensor,
+    upstream: torch.Tensor,
+    run: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> Parts:
     """Forward and backward of `block` (called through `run`, e.g. its compiled form) on `x` with
     upstream gradient `upstream`: the output, the input gradient and every parameter's gradient."""
     x = x.detach().requires_grad_(True)
@@ -372,8 +411,10 @@ def _block_batches(case: RecipeCase, hidden: int, device: Any, steps: int) -> li
     g = torch.Generator().manual_seed(17)
     dtype = getattr(torch, case.dtype)
     shape = (size.batch, size.seq, hidden)
-    return [(torch.randn(shape, generator=g).to(device, dtype), torch.randn(shape, generator=g).to(device, dtype))
-            for _ in range(steps)]
+    return [
+        (torch.randn(shape, generator=g).to(device, dtype), torch.randn(shape, generator=g).to(device, dtype))
+        for _ in range(steps)
+    ]
 
 
 def _converted(block: torch.nn.Module, case: RecipeCase) -> torch.nn.Module:
@@ -432,14 +473,17 @@ def _part_check(part: str) -> str:
     return part if part in ("out", "grad_input") else "grad_weight"
 
 
-def compare_recipe_parts(case: RecipeCase, golden: Parts, reference: Parts, found: Parts, platform: str,
-                         arch: str) -> list[Comparison]:
+def compare_recipe_parts(
+    case: RecipeCase, golden: Parts, reference: Parts, found: Parts, platform: str, arch: str
+) -> list[Comparison]:
     """Output and every gradient against the float64 golden (the training-dtype reference's SQNR
     shown beside it), each overall and in its worst 128 x 128 tile."""
     missing = sorted(set(golden) ^ set(found))
     if missing:
-        raise AssertionError(f"{case.recipe.name}: the converted {case.kind} block's outputs and gradients differ "
-                             f"from the original's in {', '.join(missing)}")
+        raise AssertionError(
+            f"{case.recipe.name}: the converted {case.kind} block's outputs and gradients differ "
+            f"from the original's in {', '.join(missing)}"
+        )
     rule = f"fp8_recipe.{case.kind}"
     tile_tolerance = tolerance_for(f"{rule}.tile", platform, arch, case.recipe.name)
     results = []
@@ -447,7 +491,9 @@ def compare_recipe_parts(case: RecipeCase, golden: Parts, reference: Parts, foun
         name = part.removeprefix("grad.")
         shown = f"[{case.label}: {name} {tuple(expected.shape)}]" if part.startswith("grad.") else f"[{case.label}]"
         tolerance = tolerance_for(f"{rule}.{_part_check(part)}", platform, arch, case.recipe.name)
-        results.append(compare(f"{rule}.{_part_check(part)} {shown}", found[part], expected, tolerance, reference[part]))
+        results.append(
+            compare(f"{rule}.{_part_check(part)} {shown}", found[part], expected, tolerance, reference[part])
+        )
         rows, cols = worst_tile(expected, found[part])
         g, c, r = (_as_matrix(t)[rows, cols] for t in (expected, found[part], reference[part]))
         where = f"rows {rows.start}:{rows.stop} cols {cols.start}:{cols.stop}"
@@ -465,8 +511,14 @@ def check_recipe_block(case: RecipeCase, device: Any, platform: str, arch: str, 
 LossCurves = dict[str, list[float]]  # 'golden', 'reference', 'candidate': the loss before each step
 
 
-def _train(block: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, steps: int, warmup: int,
-           context: Callable[[], ContextManager[Any]]) -> list[float]:
+def _train(
+    block: torch.nn.Module,
+    x: torch.Tensor,
+    target: torch.Tensor,
+    steps: int,
+    warmup: int,
+    context: Callable[[], AbstractContextManager[Any]],
+) -> list[float]:
     """AdamW steps on one batch towards `target` (mean squared error in float64); `warmup`
     forward + backward passes first, without a step, fill delayed-scaling histories."""
     optimizer = torch.optim.AdamW(block.parameters(), lr=1e-3, weight_decay=0.0)
@@ -495,7 +547,7 @@ def recipe_training_losses(case: RecipeCase, device: Any, steps: int = 6, fault:
         target = teacher(x.double())
     autocast = case.dtype != "float32"
 
-    def mixed() -> ContextManager[Any]:
+    def mixed() -> AbstractContextManager[Any]:
         return torch.autocast(x.device.type, dtype=getattr(torch, case.dtype), enabled=autocast)
 
     candidate = _converted(student, case)
@@ -515,7 +567,14 @@ def recipe_training_losses(case: RecipeCase, device: Any, steps: int = 6, fault:
 def check_recipe_training(case: RecipeCase, device: Any, platform: str, arch: str, fault: str = "") -> Comparison:
     """The recipe's loss curve against the float64 one, step by step (training-dtype reference beside it)."""
     curves = recipe_training_losses(case, device, fault=fault)
-    golden, reference, found = (torch.tensor(curves[k], dtype=torch.float64) for k in ("golden", "reference", "candidate"))
+    golden, reference, found = (
+        torch.tensor(curves[k], dtype=torch.float64) for k in ("golden", "reference", "candidate")
+    )
     tolerance = tolerance_for(f"fp8_recipe.{case.kind}.loss", platform, arch, case.recipe.name)
-    return compare(f"fp8_recipe.{case.kind}.loss [{case.label}: {len(curves['golden'])} AdamW steps]", found, golden,
-                   tolerance, reference)
+    return compare(
+        f"fp8_recipe.{case.kind}.loss [{case.label}: {len(curves['golden'])} AdamW steps]",
+        found,
+        golden,
+        tolerance,
+        reference,
+    )

@@ -34,7 +34,11 @@ def check_linear(problem: GemmProblem, dtype: str, device: Any, platform: str, a
     golden = F.linear(x.double(), w.double(), b.double())
     reference = golden.to(torch_dtype)
     return compare(
-        f"gemm.{dtype} [{problem.describe()}]", candidate, golden, tolerance_for(f"gemm.{dtype}", platform, arch), reference
+        f"gemm.{dtype} [{problem.describe()}]",
+        candidate,
+        golden,
+        tolerance_for(f"gemm.{dtype}", platform, arch),
+        reference,
     )
 
 
@@ -43,14 +47,20 @@ def small_integers(shape: tuple[int, ...], generator: torch.Generator) -> torch.
     return torch.randint(-1, 2, shape, generator=generator).float()
 
 
-def check_exact_gemm(dtype: str, device: Any, platform: str, arch: str, m: int = 256, n: int = 192, k: int = 64) -> Comparison:
+def check_exact_gemm(
+    dtype: str, device: Any, platform: str, arch: str, m: int = 256, n: int = 192, k: int = 64
+) -> Comparison:
     """x @ W^T + b on small integers must be exact: any rounding or dropped tile shows up bitwise."""
     g = torch.Generator().manual_seed(7)
     torch_dtype = getattr(torch, dtype)
     x, w, b = (small_integers(s, g).to(device=device, dtype=torch_dtype) for s in ((m, k), (n, k), (n,)))
     golden = F.linear(x.double(), w.double(), b.double())
-    return compare(f"gemm.exact [{dtype}, M={m}, N={n}, K={k}]", F.linear(x, w, b), golden,
-                   tolerance_for("gemm.exact", platform, arch))
+    return compare(
+        f"gemm.exact [{dtype}, M={m}, N={n}, K={k}]",
+        F.linear(x, w, b),
+        golden,
+        tolerance_for("gemm.exact", platform, arch),
+    )
 
 
 LARGE_OUTPUT = (32896, 32768, 64)  # M % 256 = 128; bf16 output 2 GiB + 8 MiB: its last 128 rows lie past 2 GiB

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -67,8 +68,9 @@ def layer_results(
     params = dict(module.named_parameters())
     found: dict[str, torch.Tensor] = {}
     for name, out, upstream in zip(names, outputs, upstreams):
-        grads = torch.autograd.grad(out, [x, *params.values()], upstream.to(out.dtype), retain_graph=True,
-                                    allow_unused=True)
+        grads = torch.autograd.grad(
+            out, [x, *params.values()], upstream.to(out.dtype), retain_graph=True, allow_unused=True
+        )
         found[f"{name}.out"] = out.detach()
         found[f"{name}.grad_input"] = grads[0]
         found.update({f"{name}.grad_{p}": g for p, g in zip(params, grads[1:]) if g is not None})
@@ -120,21 +122,26 @@ def _seeded(make: Callable[[], torch.nn.Module], device: Any, seed: int) -> torc
         return make().to(device)
 
 
-def check_compiled_fused_layers(tokens: int, hidden: int, dtype: str, device: Any, platform: str, arch: str) -> list[Comparison]:
+def check_compiled_fused_layers(
+    tokens: int, hidden: int, dtype: str, device: Any, platform: str, arch: str
+) -> list[Comparison]:
     """torch.compile (Inductor) of LayerNorm, GeLU and dense+bias+GeLU vs eager, vs float64."""
     torch_dtype = getattr(torch, dtype)
     module = _seeded(lambda: FusedLayers(hidden), device, seed=0)
     x, *upstreams = _seeded_inputs(((tokens, hidden),) * 3 + ((tokens, 4 * hidden),), device, seed=1)
     low = [t.to(torch_dtype) for t in upstreams]
-    golden = layer_results(copy.deepcopy(module).double(), x.double(), tuple(u.double() for u in upstreams),
-                           FUSED_NAMES, eager)
+    golden = layer_results(
+        copy.deepcopy(module).double(), x.double(), tuple(u.double() for u in upstreams), FUSED_NAMES, eager
+    )
     reference = layer_results(copy.deepcopy(module).to(torch_dtype), x.to(torch_dtype), tuple(low), FUSED_NAMES, eager)
     candidate_module = copy.deepcopy(module).to(torch_dtype)
     compiled = torch.compile(candidate_module, fullgraph=True, dynamic=False)
-    candidate = layer_results(candidate_module, x.to(torch_dtype), tuple(low), FUSED_NAMES,
-                              lambda _module, inputs: compiled(inputs))
-    return compare_results("compiled", f"Inductor, {tokens}x{hidden}, {dtype}", candidate, reference, golden,
-                            platform, arch)
+    candidate = layer_results(
+        candidate_module, x.to(torch_dtype), tuple(low), FUSED_NAMES, lambda _module, inputs: compiled(inputs)
+    )
+    return compare_results(
+        "compiled", f"Inductor, {tokens}x{hidden}, {dtype}", candidate, reference, golden, platform, arch
+    )
 
 
 def bert_layer(scale: str, device: Any, seed: int = 0) -> torch.nn.Module:
@@ -142,35 +149,52 @@ def bert_layer(scale: str, device: Any, seed: int = 0) -> torch.nn.Module:
     import transformers
     from transformers.models.bert.modeling_bert import BertLayer
 
-    config = transformers.BertConfig(**MODELS["bert-large"].config_kwargs(scale), hidden_dropout_prob=0.0,
-                                     attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
+    config = transformers.BertConfig(
+        **MODELS["bert-large"].config_kwargs(scale),
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        attn_implementation="sdpa",
+    )
     return _seeded(lambda: BertLayer(config), device, seed).eval()
 
 
 def _first(call: Call) -> Call:
     """BertLayer returns a tensor (transformers 5) or a tuple (4.x): keep the hidden states."""
+
     def run(module: torch.nn.Module, x: torch.Tensor) -> Any:
         return _as_tuple(call(module, x))[0]
 
     return run
 
 
-def check_bert_layer_autocast(scale: str, batch: int, seq: int, device: Any, platform: str, arch: str) -> list[Comparison]:
+def check_bert_layer_autocast(
+    scale: str, batch: int, seq: int, device: Any, platform: str, arch: str
+) -> list[Comparison]:
     """A BERT-L encoder layer in fp32 under bf16 autocast with the device's fused attention
     (candidate) vs the same with math attention (reference) vs float64 (golden)."""
     layer = bert_layer(scale, device)
     hidden = layer.attention.self.query.in_features
     x, upstream = _seeded_inputs(((batch, seq, hidden),) * 2, device, seed=4)
     names = ("layer",)
-    golden = layer_results(copy.deepcopy(layer).double(), x.double(), (upstream.double(),), names,
-                           math_attention(_first(eager)))
+    golden = layer_results(
+        copy.deepcopy(layer).double(), x.double(), (upstream.double(),), names, math_attention(_first(eager))
+    )
     reference = layer_results(copy.deepcopy(layer), x, (upstream,), names, autocast(math_attention(_first(eager))))
     candidate = layer_results(copy.deepcopy(layer), x, (upstream,), names, autocast(_first(eager)))
-    return compare_results("bert_layer", f"BERT-L {scale} layer, batch {batch} x {seq}, bf16 autocast", candidate,
-                           reference, golden, platform, arch)
+    return compare_results(
+        "bert_layer",
+        f"BERT-L {scale} layer, batch {batch} x {seq}, bf16 autocast",
+        candidate,
+        reference,
+        golden,
+        platform,
+        arch,
+    )
 
 
-def model_results(model: torch.nn.Module, batch: dict[str, torch.Tensor], call: Callable[..., Any]) -> dict[str, torch.Tensor]:
+def model_results(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], call: Callable[..., Any]
+) -> dict[str, torch.Tensor]:
     """Loss, logits and every parameter's gradient of one training step of a transformers model."""
     out = call(**batch)
     logits = out.logits if hasattr(out, "logits") else out.prediction_logits
@@ -181,7 +205,9 @@ def model_results(model: torch.nn.Module, batch: dict[str, torch.Tensor], call: 
     return found
 
 
-def check_compiled_model(name: str, dtype: str, device: Any, platform: str, arch: str, seq_len: int = 64) -> list[Comparison]:
+def check_compiled_model(
+    name: str, dtype: str, device: Any, platform: str, arch: str, seq_len: int = 64
+) -> list[Comparison]:
     """A one-layer tiny `name` compiled with Inductor vs eager, vs float64: loss, logits, grads."""
     torch_dtype = getattr(torch, dtype)
     build = build_model(name, "tiny", device=device, num_layers=1, seed=0)
@@ -195,5 +221,6 @@ def check_compiled_model(name: str, dtype: str, device: Any, platform: str, arch
     candidate_model = copy.deepcopy(model).to(torch_dtype)
     compiled = torch.compile(candidate_model, dynamic=False)
     candidate = model_results(candidate_model, batch, compiled)
-    return compare_results("compiled", f"{name} tiny, 1 layer, compiled, {dtype}", candidate, reference, golden,
-                           platform, arch)
+    return compare_results(
+        "compiled", f"{name} tiny, 1 layer, compiled, {dtype}", candidate, reference, golden, platform, arch
+    )

@@ -10,8 +10,8 @@ the papers (AdamW: Loshchilov & Hutter 2019; LAMB: You et al. 2020) and apex's k
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 

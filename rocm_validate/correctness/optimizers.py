@@ -8,7 +8,8 @@ low-precision reference = torch's for-loop implementation in the same dtype, gol
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -57,8 +58,14 @@ def run_torch_optimizer(
 
 def _adamw(config: AdamWConfig, **variant: bool) -> Callable[[list[torch.Tensor]], torch.optim.Optimizer]:
     def make(params: list[torch.Tensor]) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
-                                 weight_decay=config.weight_decay, **variant)
+        return torch.optim.AdamW(
+            params,
+            lr=config.lr,
+            betas=(config.beta1, config.beta2),
+            eps=config.eps,
+            weight_decay=config.weight_decay,
+            **variant,
+        )
 
     return make
 
@@ -102,7 +109,9 @@ def check_adamw(variant: str, dtype: str, device: Any, platform: str, arch: str,
     grads = [[g.to(torch_dtype) for g in step] for step in gradient_stream(PARAM_SHAPES, STEPS, seed)]
     flags = {"fused": variant == "fused", "foreach": variant == "foreach"}
     fast_params, fast = run_torch_optimizer(_adamw(config, **flags), start, grads, torch_dtype, device)
-    loop_params, loop = run_torch_optimizer(_adamw(config, fused=False, foreach=False), start, grads, torch_dtype, device)
+    loop_params, loop = run_torch_optimizer(
+        _adamw(config, fused=False, foreach=False), start, grads, torch_dtype, device
+    )
     golden = ReferenceAdamW(start, config)
     for step_grads in grads:
         golden.step(step_grads)
@@ -130,7 +139,7 @@ def check_lamb(
     config = LambConfig(lr=1e-2, weight_decay=0.1)
     start = [p.float() for p in initial_params(PARAM_SHAPES, seed)]
     grads = [[g.float() for g in step] for step in gradient_stream(PARAM_SHAPES, STEPS, seed)]
-    fused_params, fused = run_torch_optimizer(lambda ps: make(ps, config), start, grads, torch.float32, device)
+    fused_params, _fused = run_torch_optimizer(lambda ps: make(ps, config), start, grads, torch.float32, device)
     plain = ReferenceLamb([p.to(device) for p in start], config, dtype=torch.float32)
     golden = ReferenceLamb(start, config)
     for step_grads in grads:

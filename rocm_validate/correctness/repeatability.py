@@ -12,8 +12,9 @@ comparing each repeat with the first; RVS's GST has a self-check (reference/node
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -157,6 +158,11 @@ def memory_pattern(
             mismatch = first_difference(pattern_values(pattern, offset, chunk.numel(), chunk.device), chunk, number)
             if mismatch is not None:
                 element = mismatch.where.strip("(),")
-                return Mismatch(number, f"chunk {position} element {element} (pattern {pattern})", mismatch.expected,
-                                mismatch.found, mismatch.count)
+                return Mismatch(
+                    number,
+                    f"chunk {position} element {element} (pattern {pattern})",
+                    mismatch.expected,
+                    mismatch.found,
+                    mismatch.count,
+                )
     return None

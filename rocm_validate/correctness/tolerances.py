@@ -19,8 +19,8 @@ uses is in `RULES` below and nowhere else.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from rocm_validate.errors import UnknownCheckError
 
@@ -138,18 +138,22 @@ _OPTIM_STATE_GPU = (
 )
 _INDUCTOR = "Inductor check_model: compiled vs eager on upcast inputs; fusion may reorder reductions"
 _AUTOCAST = "bf16 autocast: the layer with fused attention vs the same layer with math attention"
-_AUTOCAST_GRAD = _AUTOCAST + "; fused attention's grad_q alone may reach 180x the math error (PyTorch), bf16 GEMMs dilute it"
+_AUTOCAST_GRAD = (
+    _AUTOCAST + "; fused attention's grad_q alone may reach 180x the math error (PyTorch), bf16 GEMMs dilute it"
+)
 _EXACT = "exact by construction: representable inputs, no rounding anywhere"
 _GRAPHS = "graph replay runs the captured kernels on the same data: bitwise, as PyTorch and TE assert"
 _APEX_LAMB = "apex test_fused_lamb: FusedLAMB vs a Python reference LAMB"
 _RECIPE_H100 = "; H100 (torch 2.11, torchao 0.17), Llama-3.1-8B blocks 2x1024 tokens: "
 _TORCHAO_FFN = (
-    "torchao test_numerics_integration (Llama-3-70B FFN): output SQNR > 20 dB vs bf16" + _RECIPE_H100
+    "torchao test_numerics_integration (Llama-3-70B FFN): output SQNR > 20 dB vs bf16"
+    + _RECIPE_H100
     + "22.97-23.63 dB across the four recipes, eager and compiled"
 )
 _TORCHAO_GRADS = (
     "torchao Float8Linear tests: weight grad >= 17 dB (their FFN test's 20 dB uses an all-ones upstream gradient, "
-    "exact in E5M2; with a random one, E5M2 gradients measured 20.2-22 dB on the CPU, tiny Llama)" + _RECIPE_H100
+    "exact in E5M2; with a random one, E5M2 gradients measured 20.2-22 dB on the CPU, tiny Llama)"
+    + _RECIPE_H100
     + "grad_input 18.7-20.7 dB (decoder), 20.6+ (FFN); FFN weight grads 20.4-25.3 dB"
 )
 _DECODER_WEIGHT_GRADS = (
@@ -194,30 +198,104 @@ RULES: tuple[Rule, ...] = (
     Rule("sdpa.flash.out", _t(6, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8), backend="rocm"),
     Rule("sdpa.flash.grad_q", _t(360, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
     Rule("sdpa.flash.grad_k", _t(45, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
-    Rule("sdpa.flash.grad_k", _t(70, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", min_seq_k=1024),
-    Rule("sdpa.flash.grad_k", _t(190, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", min_seq_k=2048),
-    Rule("sdpa.flash.grad_q", _t(650, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", min_seq_k=2048),
+    Rule(
+        "sdpa.flash.grad_k",
+        _t(70, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        min_seq_k=1024,
+    ),
+    Rule(
+        "sdpa.flash.grad_k",
+        _t(190, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        min_seq_k=2048,
+    ),
+    Rule(
+        "sdpa.flash.grad_q",
+        _t(650, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        min_seq_k=2048,
+    ),
     Rule("sdpa.flash.grad_v", _t(6, source=_PT_FLASH_ROCM, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
-    Rule("sdpa.flash.out", _t(5, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8), backend="rocm", library="ck"),
-    Rule("sdpa.flash.grad_q", _t(855, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", library="ck"),
-    Rule("sdpa.flash.grad_k", _t(145, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", library="ck"),
-    Rule("sdpa.flash.grad_q", _t(1550, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", library="ck", min_seq_k=2048),
-    Rule("sdpa.flash.grad_k", _t(190, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", library="ck", min_seq_k=2048),
+    Rule(
+        "sdpa.flash.out",
+        _t(5, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8),
+        backend="rocm",
+        library="ck",
+    ),
+    Rule(
+        "sdpa.flash.grad_q",
+        _t(855, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        library="ck",
+    ),
+    Rule(
+        "sdpa.flash.grad_k",
+        _t(145, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        library="ck",
+    ),
+    Rule(
+        "sdpa.flash.grad_q",
+        _t(1550, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        library="ck",
+        min_seq_k=2048,
+    ),
+    Rule(
+        "sdpa.flash.grad_k",
+        _t(190, source=_PT_FLASH_CK, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        library="ck",
+        min_seq_k=2048,
+    ),
     Rule("sdpa.flash.out", _t(8, source=_CPU_MEASURED, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4), backend="cpu"),
     Rule("sdpa.flash.grad_q", _t(32, source=_CPU_MEASURED, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16), backend="cpu"),
     Rule("sdpa.flash.grad_k", _t(32, source=_CPU_MEASURED, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8), backend="cpu"),
     Rule("sdpa.flash.grad_v", _t(16, source=_CPU_MEASURED, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="cpu"),
     Rule("sdpa.mem_efficient.out", _t(4, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
-    Rule("sdpa.mem_efficient.grad_q", _t(160, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
-    Rule("sdpa.mem_efficient.grad_k", _t(25, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
-    Rule("sdpa.mem_efficient.grad_v", _t(8.5, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
+    Rule(
+        "sdpa.mem_efficient.grad_q", _t(160, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)
+    ),
+    Rule(
+        "sdpa.mem_efficient.grad_k", _t(25, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)
+    ),
+    Rule(
+        "sdpa.mem_efficient.grad_v", _t(8.5, source=_PT_MEM_EFF + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)
+    ),
     Rule("sdpa.mem_efficient.out", _t(6, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=8), backend="rocm"),
-    Rule("sdpa.mem_efficient.grad_q", _t(360, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
-    Rule("sdpa.mem_efficient.grad_k", _t(45, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"),
-    Rule("sdpa.mem_efficient.grad_k", _t(70, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", min_seq_k=1024),
-    Rule("sdpa.mem_efficient.grad_k", _t(160, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", min_seq_k=2048),
-    Rule("sdpa.mem_efficient.grad_q", _t(670, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", min_seq_k=2048),
-    Rule("sdpa.mem_efficient.grad_v", _t(16, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm", arch="gfx95"),
+    Rule(
+        "sdpa.mem_efficient.grad_q",
+        _t(360, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+    ),
+    Rule(
+        "sdpa.mem_efficient.grad_k", _t(45, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32), backend="rocm"
+    ),
+    Rule(
+        "sdpa.mem_efficient.grad_k",
+        _t(70, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        min_seq_k=1024,
+    ),
+    Rule(
+        "sdpa.mem_efficient.grad_k",
+        _t(160, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        min_seq_k=2048,
+    ),
+    Rule(
+        "sdpa.mem_efficient.grad_q",
+        _t(670, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        min_seq_k=2048,
+    ),
+    Rule(
+        "sdpa.mem_efficient.grad_v",
+        _t(16, source=_PT_MEM_EFF, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=32),
+        backend="rocm",
+        arch="gfx95",
+    ),
     Rule("sdpa.cudnn.out", _t(4, source=_PT_CUDNN + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=4)),
     Rule("sdpa.cudnn.grad_q", _t(180, source=_PT_CUDNN + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
     Rule("sdpa.cudnn.grad_k", _t(16, source=_PT_CUDNN + _H100_NORMS, min_sqnr_db=SDPA_MIN_SQNR_DB, k_norm=16)),
@@ -260,14 +338,20 @@ RULES: tuple[Rule, ...] = (
         for part, tolerance in (
             ("out", _t(None, atol=0.0, min_sqnr_db=20.0, source=_TORCHAO_FFN)),
             ("grad_input", _t(None, atol=0.0, min_sqnr_db=17.0, source=_TORCHAO_GRADS)),
-            ("grad_weight", _t(None, atol=0.0, min_sqnr_db=17.0 if block == "ffn" else 14.5,
-                               source=_TORCHAO_GRADS if block == "ffn" else _DECODER_WEIGHT_GRADS)),
+            (
+                "grad_weight",
+                _t(
+                    None,
+                    atol=0.0,
+                    min_sqnr_db=17.0 if block == "ffn" else 14.5,
+                    source=_TORCHAO_GRADS if block == "ffn" else _DECODER_WEIGHT_GRADS,
+                ),
+            ),
             ("tile", _t(None, atol=0.0, min_sqnr_db=12.0, source=_RECIPE_TILE)),
             ("loss", _t(0, atol=0.0, rtol=0.02, source=_RECIPE_LOSS)),
         )
     ),
 )
-
 
 
 def tolerance_for(

@@ -12,8 +12,9 @@ looked at first: a clock drop under contention is the contention's doing.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 # A host-side metric runs on the CPU as much as on the GPU: launches, pinned host copies.
 HOST_SIDE_PATTERNS = ("launch.*", "copy.*.pinned.*", "copy.h2d.*", "copy.d2h.*")
@@ -136,4 +137,6 @@ def attribute(
         )
     if unknown:
         return Attribution("performance", f"{evidence}; other processes on the GPU: unknown ({unknown})")
-    return Attribution("performance", f"{evidence}; no other process on the GPU and clocks explain no loss: the stack is slower")
+    return Attribution(
+        "performance", f"{evidence}; no other process on the GPU and clocks explain no loss: the stack is slower"
+    )

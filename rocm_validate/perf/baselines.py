@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from rocm_validate.errors import BaselineError, JsonFileError
 from rocm_validate.perf.gate import UPDATE_COMMAND, Threshold
@@ -94,7 +95,6 @@ BASELINES_SCHEMA: dict[str, Any] = {
 }
 
 
-
 def _significant(value: float | None, digits: int) -> float | None:
     """Round to `digits` significant digits: stable files, no false precision."""
     if value is None or value == 0 or not math.isfinite(value):
@@ -145,7 +145,9 @@ class BaselineEntry:
         if self.clock:
             data["clock"] = {k: _significant(v, 4) if isinstance(v, float) else v for k, v in self.clock.items()}
         if self.runs:
-            data["runs"] = [{k: _significant(v, 4) if isinstance(v, float) else v for k, v in run.items()} for run in self.runs]
+            data["runs"] = [
+                {k: _significant(v, 4) if isinstance(v, float) else v for k, v in run.items()} for run in self.runs
+            ]
         return data
 
     def run(self) -> dict[str, Any]:
@@ -169,7 +171,11 @@ def same_stack(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 
 def _stack_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    changes = [f"{key} {old.get(key)} -> {new.get(key)}" for key in STACK_KEYS if key != "libraries" and old.get(key) != new.get(key)]
+    changes = [
+        f"{key} {old.get(key)} -> {new.get(key)}"
+        for key in STACK_KEYS
+        if key != "libraries" and old.get(key) != new.get(key)
+    ]
     if old.get("libraries") != new.get("libraries"):
         changes.append("library versions")
     return ", ".join(changes) or "stack"
@@ -192,7 +198,9 @@ def fold(old: Mapping[str, Any], new: BaselineEntry) -> BaselineEntry:
     return replace(new, value=statistics.median(run["value"] for run in runs), runs=tuple(runs), clock=clock or None)
 
 
-def decide_update(old: Mapping[str, Any] | None, new: BaselineEntry, threshold: Threshold, own_noise: float | None = None) -> UpdateDecision:
+def decide_update(
+    old: Mapping[str, Any] | None, new: BaselineEntry, threshold: Threshold, own_noise: float | None = None
+) -> UpdateDecision:
     """Refuse, fold or write `new` given the stored entry `old` (pure). `own_noise` is the
     relative noise of the figure the gate compares (per clock cycle, when it does)."""
     own = relative_noise(new.dispersion) if own_noise is None else own_noise
@@ -208,11 +216,16 @@ def decide_update(old: Mapping[str, Any] | None, new: BaselineEntry, threshold: 
     if old is None:
         return UpdateDecision("write", "updated", "new baseline recorded", first)
     if (old["unit"], old["better"]) != (new.unit, new.better):
-        return UpdateDecision("write", "updated", f"baseline replaced: it was in {old['unit']} ({old['better']} is better)", first)
+        return UpdateDecision(
+            "write", "updated", f"baseline replaced: it was in {old['unit']} ({old['better']} is better)", first
+        )
     if not same_stack(old.get("provenance") or {}, new.provenance):
         change = _stack_change(old.get("provenance") or {}, new.provenance)
         return UpdateDecision(
-            "write", "updated", f"baseline replaced for a new stack ({change}): {old['value']:.4g} -> {new.value:.4g}", first
+            "write",
+            "updated",
+            f"baseline replaced for a new stack ({change}): {old['value']:.4g} -> {new.value:.4g}",
+            first,
         )
     folded = fold(old, new)
     values = [run["value"] for run in folded.runs]
@@ -230,7 +243,11 @@ class BaselineStore:
     """The baselines of one device key in one folder."""
 
     def __init__(
-        self, folder: Path, device_key: str, lock_timeout_s: float = LOCK_TIMEOUT_S, update_command: str = UPDATE_COMMAND
+        self,
+        folder: Path,
+        device_key: str,
+        lock_timeout_s: float = LOCK_TIMEOUT_S,
+        update_command: str = UPDATE_COMMAND,
     ) -> None:
         self.folder = folder
         self.device_key = device_key

@@ -12,13 +12,26 @@ listed under the extra top-level key `rocm_validate`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any
 
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import Metric
 
-_EXTRA_FIELDS = ("value", "unit", "better", "baseline", "ratio", "threshold", "verdict", "peak", "percent_of_peak", "work", "work_unit")
+_EXTRA_FIELDS = (
+    "value",
+    "unit",
+    "better",
+    "baseline",
+    "ratio",
+    "threshold",
+    "verdict",
+    "peak",
+    "percent_of_peak",
+    "work",
+    "work_unit",
+)
 
 
 def benchmark_entry(metric: Metric) -> dict[str, Any] | None:

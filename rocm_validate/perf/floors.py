@@ -23,9 +23,10 @@ named `<device-key>.json` with the baseline files' schema (`baselines.BASELINES_
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rocm_validate.errors import BaselineError, JsonFileError
 from rocm_validate.perf.baselines import BASELINES_SCHEMA
@@ -62,56 +63,62 @@ _MI300X = peaks.find_peaks("AMD Instinct MI300X", "gfx942")
 # the SKU, and get none.
 MEASURED_SHARE = 0.75
 MEASURED: dict[str, tuple[str, dict[str, tuple[float, str]]]] = {
-    "NVIDIA H100 SXM": ("the lent H100 80GB HBM3 (baselines/nvidia-h100-80gb-hbm3-sm90.json)", {
-        "copy.device.2048mib": (3025.0, "GB/s"),
-        "gemm.bf16.24576x4096x1024": (636.8, "TFLOP/s"),
-        "gemm.bf16.8192x14336x4096": (691.0, "TFLOP/s"),
-        "gemm.bf16.8192x8192x8192": (688.1, "TFLOP/s"),
-        "gemm.fp16.24576x4096x1024": (613.7, "TFLOP/s"),
-        "gemm.fp16.8192x14336x4096": (664.5, "TFLOP/s"),
-        "gemm.fp16.8192x8192x8192": (657.3, "TFLOP/s"),
-        "gemm.fp32.24576x4096x1024": (50.5, "TFLOP/s"),
-        "gemm.fp32.8192x14336x4096": (51.41, "TFLOP/s"),
-        "gemm.fp32.8192x8192x8192": (51.67, "TFLOP/s"),
-        "gemm.fp8.24576x4096x1024": (1013.0, "TFLOP/s"),
-        "gemm.fp8.8192x14336x4096": (1208.0, "TFLOP/s"),
-        "gemm.fp8.8192x8192x8192": (1242.0, "TFLOP/s"),
-        "sdpa.backward.bert-large.48x16x512x64": (250.9, "TFLOP/s"),
-        "sdpa.backward.llama-8b.8x32x4096x128": (459.5, "TFLOP/s"),
-        "sdpa.forward.bert-large.48x16x512x64": (379.5, "TFLOP/s"),
-        "sdpa.forward.llama-8b.8x32x4096x128": (525.4, "TFLOP/s"),
-        "train.bert-large.compiled.model_tflops": (376.6, "TFLOP/s"),
-        "train.bert-large.compiled.samples_per_s": (341.0, "samples/s"),
-        "train.bert-large.eager.model_tflops": (284.7, "TFLOP/s"),
-        "train.bert-large.eager.samples_per_s": (257.8, "samples/s"),
-        "train.llama-3.1-8b-2l.eager.model_tflops": (401.1, "TFLOP/s"),
-        "train.llama-3.1-8b-2l.eager.tokens_per_s": (64980.0, "tokens/s"),
-    }),
-    "NVIDIA H200 SXM": ("the lent H200 (baselines/nvidia-h200-sm90.json)", {
-        "copy.device.2048mib": (4273.0, "GB/s"),
-        "gemm.bf16.24576x4096x1024": (612.8, "TFLOP/s"),
-        "gemm.bf16.8192x14336x4096": (664.0, "TFLOP/s"),
-        "gemm.bf16.8192x8192x8192": (659.1, "TFLOP/s"),
-        "gemm.fp16.24576x4096x1024": (591.6, "TFLOP/s"),
-        "gemm.fp16.8192x14336x4096": (643.2, "TFLOP/s"),
-        "gemm.fp16.8192x8192x8192": (635.4, "TFLOP/s"),
-        "gemm.fp32.24576x4096x1024": (50.41, "TFLOP/s"),
-        "gemm.fp32.8192x14336x4096": (50.81, "TFLOP/s"),
-        "gemm.fp32.8192x8192x8192": (51.04, "TFLOP/s"),
-        "gemm.fp8.24576x4096x1024": (981.2, "TFLOP/s"),
-        "gemm.fp8.8192x14336x4096": (1171.0, "TFLOP/s"),
-        "gemm.fp8.8192x8192x8192": (1211.0, "TFLOP/s"),
-        "sdpa.backward.bert-large.48x16x512x64": (280.6, "TFLOP/s"),
-        "sdpa.backward.llama-8b.8x32x4096x128": (455.7, "TFLOP/s"),
-        "sdpa.forward.bert-large.48x16x512x64": (363.6, "TFLOP/s"),
-        "sdpa.forward.llama-8b.8x32x4096x128": (521.1, "TFLOP/s"),
-        "train.bert-large.compiled.model_tflops": (393.1, "TFLOP/s"),
-        "train.bert-large.compiled.samples_per_s": (356.0, "samples/s"),
-        "train.bert-large.eager.model_tflops": (309.5, "TFLOP/s"),
-        "train.bert-large.eager.samples_per_s": (280.2, "samples/s"),
-        "train.llama-3.1-8b-2l.eager.model_tflops": (432.8, "TFLOP/s"),
-        "train.llama-3.1-8b-2l.eager.tokens_per_s": (70120.0, "tokens/s"),
-    }),
+    "NVIDIA H100 SXM": (
+        "the lent H100 80GB HBM3 (baselines/nvidia-h100-80gb-hbm3-sm90.json)",
+        {
+            "copy.device.2048mib": (3025.0, "GB/s"),
+            "gemm.bf16.24576x4096x1024": (636.8, "TFLOP/s"),
+            "gemm.bf16.8192x14336x4096": (691.0, "TFLOP/s"),
+            "gemm.bf16.8192x8192x8192": (688.1, "TFLOP/s"),
+            "gemm.fp16.24576x4096x1024": (613.7, "TFLOP/s"),
+            "gemm.fp16.8192x14336x4096": (664.5, "TFLOP/s"),
+            "gemm.fp16.8192x8192x8192": (657.3, "TFLOP/s"),
+            "gemm.fp32.24576x4096x1024": (50.5, "TFLOP/s"),
+            "gemm.fp32.8192x14336x4096": (51.41, "TFLOP/s"),
+            "gemm.fp32.8192x8192x8192": (51.67, "TFLOP/s"),
+            "gemm.fp8.24576x4096x1024": (1013.0, "TFLOP/s"),
+            "gemm.fp8.8192x14336x4096": (1208.0, "TFLOP/s"),
+            "gemm.fp8.8192x8192x8192": (1242.0, "TFLOP/s"),
+            "sdpa.backward.bert-large.48x16x512x64": (250.9, "TFLOP/s"),
+            "sdpa.backward.llama-8b.8x32x4096x128": (459.5, "TFLOP/s"),
+            "sdpa.forward.bert-large.48x16x512x64": (379.5, "TFLOP/s"),
+            "sdpa.forward.llama-8b.8x32x4096x128": (525.4, "TFLOP/s"),
+            "train.bert-large.compiled.model_tflops": (376.6, "TFLOP/s"),
+            "train.bert-large.compiled.samples_per_s": (341.0, "samples/s"),
+            "train.bert-large.eager.model_tflops": (284.7, "TFLOP/s"),
+            "train.bert-large.eager.samples_per_s": (257.8, "samples/s"),
+            "train.llama-3.1-8b-2l.eager.model_tflops": (401.1, "TFLOP/s"),
+            "train.llama-3.1-8b-2l.eager.tokens_per_s": (64980.0, "tokens/s"),
+        },
+    ),
+    "NVIDIA H200 SXM": (
+        "the lent H200 (baselines/nvidia-h200-sm90.json)",
+        {
+            "copy.device.2048mib": (4273.0, "GB/s"),
+            "gemm.bf16.24576x4096x1024": (612.8, "TFLOP/s"),
+            "gemm.bf16.8192x14336x4096": (664.0, "TFLOP/s"),
+            "gemm.bf16.8192x8192x8192": (659.1, "TFLOP/s"),
+            "gemm.fp16.24576x4096x1024": (591.6, "TFLOP/s"),
+            "gemm.fp16.8192x14336x4096": (643.2, "TFLOP/s"),
+            "gemm.fp16.8192x8192x8192": (635.4, "TFLOP/s"),
+            "gemm.fp32.24576x4096x1024": (50.41, "TFLOP/s"),
+            "gemm.fp32.8192x14336x4096": (50.81, "TFLOP/s"),
+            "gemm.fp32.8192x8192x8192": (51.04, "TFLOP/s"),
+            "gemm.fp8.24576x4096x1024": (981.2, "TFLOP/s"),
+            "gemm.fp8.8192x14336x4096": (1171.0, "TFLOP/s"),
+            "gemm.fp8.8192x8192x8192": (1211.0, "TFLOP/s"),
+            "sdpa.backward.bert-large.48x16x512x64": (280.6, "TFLOP/s"),
+            "sdpa.backward.llama-8b.8x32x4096x128": (455.7, "TFLOP/s"),
+            "sdpa.forward.bert-large.48x16x512x64": (363.6, "TFLOP/s"),
+            "sdpa.forward.llama-8b.8x32x4096x128": (521.1, "TFLOP/s"),
+            "train.bert-large.compiled.model_tflops": (393.1, "TFLOP/s"),
+            "train.bert-large.compiled.samples_per_s": (356.0, "samples/s"),
+            "train.bert-large.eager.model_tflops": (309.5, "TFLOP/s"),
+            "train.bert-large.eager.samples_per_s": (280.2, "samples/s"),
+            "train.llama-3.1-8b-2l.eager.model_tflops": (432.8, "TFLOP/s"),
+            "train.llama-3.1-8b-2l.eager.tokens_per_s": (70120.0, "tokens/s"),
+        },
+    ),
 }
 
 # The metrics the peak-derived rules cover: the square GEMM of each dtype and the device copy.
@@ -131,14 +138,17 @@ def _amd_floor(row: peaks.DevicePeaks, kind: str, peak: float) -> Floor:
     if same_part:  # the figure itself, or a partition's share of it
         return Floor(round(figure * peak / _MI300X.value(kind), 1), unit, source)
     share = figure / _MI300X.value(kind)
-    return Floor(round(share * peak, 1), unit, f"{share:.1%} of the datasheet peak: the share of the MI300X peak of {source}")
+    return Floor(
+        round(share * peak, 1), unit, f"{share:.1%} of the datasheet peak: the share of the MI300X peak of {source}"
+    )
 
 
 def _nvidia_floor(kind: str, metric: str, peak: float) -> Floor:
     value, unit = MEASURED["NVIDIA H100 SXM"][1][metric]
     share = MEASURED_SHARE * value / _H100.value(kind)
     return Floor(
-        round(share * peak, 1), unit,
+        round(share * peak, 1),
+        unit,
         f"{share:.1%} of the datasheet peak: {MEASURED_SHARE:g} x the share of its peak the H100 SXM reached here",
     )
 
@@ -153,7 +163,11 @@ def shipped_floor(device: DeviceInfo, metric: str) -> Floor | None:
         where, values = MEASURED[row.product]
         if metric in values:
             value, unit = values[metric]
-            return Floor(round(MEASURED_SHARE * value, 1), unit, f"{MEASURED_SHARE:g} x {value:g} {unit} measured on {where}, the DCGM rule")
+            return Floor(
+                round(MEASURED_SHARE * value, 1),
+                unit,
+                f"{MEASURED_SHARE:g} x {value:g} {unit} measured on {where}, the DCGM rule",
+            )
     kind = _PEAK_METRICS.get(metric)
     peak = peaks.peak_for(device, kind) if kind else None
     if kind is None or peak is None:
@@ -171,7 +185,9 @@ def read_floor_file(path: Path, device_key: str) -> dict[str, Floor]:
     except JsonFileError as exc:
         raise BaselineError(str(exc)) from None
     if data["device_key"] != device_key:
-        raise BaselineError(f"{path} holds floors for device key {data['device_key']!r}, but its name says {device_key!r}. {fix}")
+        raise BaselineError(
+            f"{path} holds floors for device key {data['device_key']!r}, but its name says {device_key!r}. {fix}"
+        )
     floors = {}
     for name, entry in data["metrics"].items():
         problem = _entry_problem(name, entry)
@@ -197,7 +213,9 @@ class FloorTable:
     def __init__(self, device: DeviceInfo, user_folder: Path | None) -> None:
         self.device = device
         self.user_file = None if user_folder is None else user_folder / f"{device.device_key}.json"
-        self._user = read_floor_file(self.user_file, device.device_key) if self.user_file and self.user_file.exists() else {}
+        self._user = (
+            read_floor_file(self.user_file, device.device_key) if self.user_file and self.user_file.exists() else {}
+        )
 
     def floor(self, metric: str) -> Floor | None:
         return self._user.get(metric) or shipped_floor(self.device, metric)

@@ -30,8 +30,9 @@ import fnmatch
 import math
 import shlex
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rocm_validate.core.options import THRESHOLD_FORMS
 from rocm_validate.perf.attribution import attribute
@@ -62,7 +63,9 @@ class Threshold:
         if not (self.k > 0 and math.isfinite(self.k)):
             raise ValueError(f"k must be a positive number, found {self.k:g}")
         if self.clock_floor is not None and not (0 <= self.clock_floor <= self.floor):
-            raise ValueError(f"thresholds need 0 <= clock_floor <= floor, found clock_floor={self.clock_floor:g} floor={self.floor:g}")
+            raise ValueError(
+                f"thresholds need 0 <= clock_floor <= floor, found clock_floor={self.clock_floor:g} floor={self.floor:g}"
+            )
         if self.detect_limit is not None and not (0 < self.detect_limit < 1):
             raise ValueError(f"detect must be a fraction between 0 and 1 (or none), found {self.detect_limit:g}")
 
@@ -121,7 +124,9 @@ LATENCY_BOUND = "latency-bound message size: moves by up to 54% between runs; th
 _GEMM = dict(per_clock=True, clock_floor=0.025)
 
 DEFAULT_RULES: tuple[ThresholdRule, ...] = (
-    ThresholdRule("*.compile_seconds", Threshold(informational="compile time depends on the Inductor cache and host load")),
+    ThresholdRule(
+        "*.compile_seconds", Threshold(informational="compile time depends on the Inductor cache and host load")
+    ),
     ThresholdRule("*", Threshold(floor=0.25, k=3.0, cap=0.6), backend="cpu"),
     ThresholdRule("collective.*", Threshold(informational=LATENCY_BOUND), below_bytes=LATENCY_BOUND_BELOW_BYTES),
     ThresholdRule("collective.*", Threshold(floor=0.05, k=3.0, cap=0.08)),
@@ -138,7 +143,9 @@ DEFAULT_RULES: tuple[ThresholdRule, ...] = (
     ThresholdRule("copy.*.pinned.*", Threshold(floor=0.15, k=3.0, cap=0.2, detect_limit=HOST_DETECT_LIMIT)),
     ThresholdRule("copy.*", Threshold(floor=0.02, k=3.0, cap=0.08)),
     ThresholdRule("sdpa.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True)),
-    ThresholdRule("train.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True, clock_floor=0.02, clock_bound=False)),
+    ThresholdRule(
+        "train.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True, clock_floor=0.02, clock_bound=False)
+    ),
     ThresholdRule("*", Threshold(floor=0.03, k=3.0, cap=0.08)),
 )
 
@@ -236,7 +243,9 @@ class Reference:
 
     def scaled(self, factor: float) -> Reference:
         """The same baseline with every figure multiplied by `factor` (acceptance runs)."""
-        return replace(self, value=self.value * factor, runs=tuple(replace(r, value=r.value * factor) for r in self.runs))
+        return replace(
+            self, value=self.value * factor, runs=tuple(replace(r, value=r.value * factor) for r in self.runs)
+        )
 
     def per_clock(self) -> float | None:
         """Figure per MHz: the median over folded runs with clocks, else value / window clock."""
@@ -247,7 +256,9 @@ class Reference:
 
     def run_spread(self, per_clock: bool) -> tuple[float, int] | None:
         """(relative standard deviation between folded runs, runs) of the figure, with enough runs."""
-        values = [r.value / r.clock_mhz for r in self.runs if r.clock_mhz] if per_clock else [r.value for r in self.runs]
+        values = (
+            [r.value / r.clock_mhz for r in self.runs if r.clock_mhz] if per_clock else [r.value for r in self.runs]
+        )
         if len(values) < MIN_RUNS_FOR_SPREAD:
             return None
         return statistics.stdev(values) / statistics.fmean(values), len(values)
@@ -273,7 +284,12 @@ class Judgement:
         return self.verdict in ("regressed", "mismatch", "below-floor")
 
     def details(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"allowed": self.allowed, "noise": self.noise, "basis": self.basis, "detectable": self.detectable}
+        data: dict[str, Any] = {
+            "allowed": self.allowed,
+            "noise": self.noise,
+            "basis": self.basis,
+            "detectable": self.detectable,
+        }
         if self.throughput_ratio is not None:
             data["throughput_ratio"] = self.throughput_ratio
         return data
@@ -317,18 +333,36 @@ def _bases(metric: Metric, reference: Reference, threshold: Threshold) -> list[_
     clocks_known = bool(now_mhz and then_mhz) and threshold.per_clock
     capped = max(window.get("capped_share") or 0.0, reference.capped_share or 0.0) >= CAPPED_SHARE
     spread_known = reference.run_spread(per_clock=False) is not None
-    bases = [_Basis(
-        "throughput", metric.value, reference.value, metric.dispersion, reference.dispersion,
-        clocks_known and (not capped or spread_known),
-    )]
+    bases = [
+        _Basis(
+            "throughput",
+            metric.value,
+            reference.value,
+            metric.dispersion,
+            reference.dispersion,
+            clocks_known and (not capped or spread_known),
+        )
+    ]
     reference_per_clock = reference.per_clock()
-    if clocks_known and capped and reference_per_clock and metric.better == "higher" and (threshold.clock_bound or now_mhz <= then_mhz):
-        bases.append(_Basis(
-            "per-clock", metric.value / now_mhz, reference_per_clock, window.get("per_clock_dispersion"),
-            reference.per_clock_dispersion, True,
-            f"judged per clock cycle (the device sat at its power or thermal cap): mean clock {now_mhz:.0f} MHz now "
-            f"vs {then_mhz:.0f} MHz at baseline, throughput ratio {metric.value / reference.value:.3f}",
-        ))
+    if (
+        clocks_known
+        and capped
+        and reference_per_clock
+        and metric.better == "higher"
+        and (threshold.clock_bound or now_mhz <= then_mhz)
+    ):
+        bases.append(
+            _Basis(
+                "per-clock",
+                metric.value / now_mhz,
+                reference_per_clock,
+                window.get("per_clock_dispersion"),
+                reference.per_clock_dispersion,
+                True,
+                f"judged per clock cycle (the device sat at its power or thermal cap): mean clock {now_mhz:.0f} MHz now "
+                f"vs {then_mhz:.0f} MHz at baseline, throughput ratio {metric.value / reference.value:.3f}",
+            )
+        )
     return bases
 
 
@@ -361,7 +395,11 @@ def _too_blunt(threshold: Threshold, detectable: float) -> str:
 
 
 def judge(
-    metric: Metric, reference: Reference | None, threshold: Threshold, device_key: str, update_command: str = UPDATE_COMMAND
+    metric: Metric,
+    reference: Reference | None,
+    threshold: Threshold,
+    device_key: str,
+    update_command: str = UPDATE_COMMAND,
 ) -> Judgement:
     """Compare `metric` with its baseline under `threshold`. Pure; the message says everything
     a reader needs (value, baseline, ratio, allowed band and where it came from, what was
@@ -373,7 +411,9 @@ def judge(
         own = relative_noise(metric.dispersion)
         detectable = detectable_change(threshold.allowed(own), own * math.sqrt(2))
         if threshold.informational:
-            return Judgement("informational", f"informational ({threshold.informational}); no baseline on {device_key} yet")
+            return Judgement(
+                "informational", f"informational ({threshold.informational}); no baseline on {device_key} yet"
+            )
         return Judgement("no-baseline", f"no baseline on {device_key}; run {update_command}", detectable=detectable)
     if (reference.unit, reference.better) != (metric.unit, metric.better):
         return Judgement(
@@ -391,7 +431,10 @@ def judge(
     allowed, _, noise, basis = min(judged, key=lambda item: item[:2])
     if len(judged) > 1 and basis.name == "throughput":
         per_clock_band = judged[1][0]
-        basis = replace(basis, note=f"judged on throughput: its band ({allowed:.1%}) is narrower than per clock cycle ({per_clock_band:.1%})")
+        basis = replace(
+            basis,
+            note=f"judged on throughput: its band ({allowed:.1%}) is narrower than per clock cycle ({per_clock_band:.1%})",
+        )
     detectable = detectable_change(allowed, noise)
     ratio = basis.now / basis.then
     higher = metric.better == "higher"
@@ -406,7 +449,12 @@ def judge(
         f"catches a {detectable:.1%} change)"
     )
     base = dict(
-        ratio=ratio, bound=bound, allowed=allowed, noise=noise, basis=basis.name, detectable=detectable,
+        ratio=ratio,
+        bound=bound,
+        allowed=allowed,
+        noise=noise,
+        basis=basis.name,
+        detectable=detectable,
         throughput_ratio=metric.value / reference.value if basis.name != "throughput" else None,
     )
     blunt = _too_blunt(threshold, detectable)
@@ -418,7 +466,10 @@ def judge(
         per = " per clock cycle" if basis.name == "per-clock" else ""
         window = _window_clock(metric)
         cause = attribute(
-            metric.name, metric.extra.get("telemetry") or {}, reference.clock_mhz, change,
+            metric.name,
+            metric.extra.get("telemetry") or {},
+            reference.clock_mhz,
+            change,
             window=(window.get("mean_mhz"), reference.window_clock_mhz, tuple(window.get("reasons") or ())),
             per_clock=basis.name == "per-clock",
         )
@@ -445,15 +496,20 @@ def judge_floor(metric: Metric, floor: Any, device_key: str, update_command: str
     ratio = metric.value / floor.value
     summary = f"{format_number(metric.value)} {metric.unit} vs the floor {format_number(floor.value)} (ratio {ratio:.3f}; {floor.source})"
     if (floor.unit, "higher") != (metric.unit, metric.better):
-        return Judgement("mismatch", f"the floor is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)")
+        return Judgement(
+            "mismatch", f"the floor is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)"
+        )
     if ratio < 1:
         return Judgement(
             "below-floor",
             f"below the floor: {summary}{_peak_note(metric)}. This SKU should reach the floor on any healthy node; "
             f"check the node (clocks, other processes, the driver) before recording a baseline with {update_command}",
-            ratio=ratio, bound=1.0,
+            ratio=ratio,
+            bound=1.0,
         )
-    return Judgement("floor-pass", f"no baseline on {device_key} yet; gated by the floor: {summary}", ratio=ratio, bound=1.0)
+    return Judgement(
+        "floor-pass", f"no baseline on {device_key} yet; gated by the floor: {summary}", ratio=ratio, bound=1.0
+    )
 
 
 def noisy_run_note(metric: Metric, threshold: Threshold, dispersion: float | None = None) -> str:

@@ -3,7 +3,8 @@ operands in each dtype (FP8 laid out as torch._scaled_mm wants it) and the GEMM 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8")
 

@@ -7,8 +7,9 @@ Imports only the standard library, pytest and torch-free project modules at modu
 from __future__ import annotations
 
 import statistics
+from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 SETTINGS_KEY = pytest.StashKey[PerfSettings]()
 CONTEXT_KEY = pytest.StashKey[PerfContext]()
 HEADER_KEY = pytest.StashKey["list[str]"]()
-
 
 
 # The extended level measures over windows four times as long (unless --rocm-perf-window says otherwise).
@@ -92,7 +92,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from rocm_validate.perf.baselines import BaselineStore
     from rocm_validate.perf.floors import FloorTable
 
-    store = BaselineStore(state.settings.baselines_dir, state.device().device_key, update_command=state.settings.update_command)
+    store = BaselineStore(
+        state.settings.baselines_dir, state.device().device_key, update_command=state.settings.update_command
+    )
     perf = config.stash[SETTINGS_KEY]
     try:
         entries = store.read()
@@ -100,7 +102,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
-    rules = f"{len(perf.rules)} {options.THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
+    rules = (
+        f"{len(perf.rules)} {options.THRESHOLDS_INI} rule(s) before the defaults"
+        if perf.rules
+        else "default thresholds"
+    )
     lines = [f"rocm-validate perf: baselines {described}; {floors.describe()}; {rules}; window x{perf.window_factor:g}"]
     workers = None if state.settings.node_run else getattr(config.option, "numprocesses", None)  # pinned: one GPU each
     warning = shared_device_warning(workers, state.device())
@@ -260,7 +266,9 @@ def detection_lines(metrics: list[Any]) -> list[str]:
     parts = []
     if gated:
         worst = max(gated, key=lambda m: m.detectable)
-        parts.append(f"median {statistics.median(m.detectable for m in gated):.1%}, worst gated {worst.detectable:.1%} ({worst.name})")
+        parts.append(
+            f"median {statistics.median(m.detectable for m in gated):.1%}, worst gated {worst.detectable:.1%} ({worst.name})"
+        )
     per_clock = sum(1 for m in judged if m.extra.get("gate", {}).get("basis") == "per-clock")
     if per_clock:
         parts.append(f"judged per clock cycle: {per_clock}")

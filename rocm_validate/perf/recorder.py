@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -312,9 +313,7 @@ class PerfRecorder:
         """Warm up and time `fn` (see rocm_validate.perf.timing); `plan` changes TimingPlan fields."""
         return self.measure_interleaved({"": fn}, clock, **plan)[""]
 
-    def throughput(
-        self, name: str, measured: Measurement, work: float, unit: str, peak: str | None = None
-    ) -> Metric:
+    def throughput(self, name: str, measured: Measurement, work: float, unit: str, peak: str | None = None) -> Metric:
         """Record `work` (per call, in the unit's work unit) over the measured window as a rate."""
         if unit not in THROUGHPUT_UNITS:
             raise ValueError(f"{name}: unknown throughput unit {unit!r}; known: {', '.join(THROUGHPUT_UNITS)}")
@@ -382,7 +381,15 @@ class PerfRecorder:
         self.context.recorded[name] = self._item.nodeid
         self.state.names.add(name)
         metric = self._metrics.build(
-            name, value, unit, better, suite="perf", dispersion=dispersion, samples=samples, extra=dict(extra or {}), **details
+            name,
+            value,
+            unit,
+            better,
+            suite="perf",
+            dispersion=dispersion,
+            samples=samples,
+            extra=dict(extra or {}),
+            **details,
         )
         metric = self._gated(metric)
         self._metrics.add(metric)
@@ -402,7 +409,11 @@ class PerfRecorder:
         reference = self.context.reference(metric.name)
         update_command = self.context.settings.update_command
         judgement = gate.judge(metric, reference, threshold, self.device.device_key, update_command)
-        floor = self.context.floors.floor(metric.name) if metric.better == "higher" and not threshold.informational else None
+        floor = (
+            self.context.floors.floor(metric.name)
+            if metric.better == "higher" and not threshold.informational
+            else None
+        )
         gated_by = "baseline" if reference is not None else "none"
         if floor is not None:
             extra["gate"]["floor_value"], extra["gate"]["floor_source"] = floor.value, floor.source

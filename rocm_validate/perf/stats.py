@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 # IQR of a normal distribution is 1.349 standard deviations; MAD is 0.6745 of one.
 IQR_PER_SD = 1.349

@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from rocm_validate.perf.stats import SampleSummary, block_slices, relative_mad
 
@@ -61,14 +62,28 @@ class TimingPlan:
 
     def with_window(self, factor: float) -> TimingPlan:
         """The same plan with the measured window (and warm-up limit) scaled by `factor`."""
-        return replace(self, window_s=self.window_s * factor, warmup_max_s=max(self.warmup_min_s, self.warmup_max_s * factor))
+        return replace(
+            self, window_s=self.window_s * factor, warmup_max_s=max(self.warmup_min_s, self.warmup_max_s * factor)
+        )
 
 
 GPU_PLAN = TimingPlan(
-    warmup_min_s=0.15, warmup_max_s=1.5, steady_tolerance=0.01, window_s=0.4, round_s=0.005, min_rounds=10, max_rounds=400
+    warmup_min_s=0.15,
+    warmup_max_s=1.5,
+    steady_tolerance=0.01,
+    window_s=0.4,
+    round_s=0.005,
+    min_rounds=10,
+    max_rounds=400,
 )
 CPU_PLAN = TimingPlan(
-    warmup_min_s=0.02, warmup_max_s=0.2, steady_tolerance=0.05, window_s=0.15, round_s=0.01, min_rounds=5, max_rounds=100
+    warmup_min_s=0.02,
+    warmup_max_s=0.2,
+    steady_tolerance=0.05,
+    window_s=0.15,
+    round_s=0.01,
+    min_rounds=5,
+    max_rounds=100,
 )
 
 
@@ -254,7 +269,9 @@ class Timing:
         """(start, end) offsets of each block of rounds (stats.block_slices), () when unknown."""
         if len(self.round_spans) != self.summary.rounds:
             return ()
-        return tuple((self.round_spans[cut][0][0], self.round_spans[cut][-1][1]) for cut in block_slices(self.summary.rounds))
+        return tuple(
+            (self.round_spans[cut][0][0], self.round_spans[cut][-1][1]) for cut in block_slices(self.summary.rounds)
+        )
 
     @property
     def dispersion(self) -> float:

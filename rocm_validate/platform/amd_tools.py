@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rocm_validate.errors import ToolOutputError
 from rocm_validate.platform.arch import normalize_gfx, parse_gcn_arch, pci_device
@@ -407,8 +408,12 @@ def _rocm_smi_showhw(lines: list[str], cards: dict[int, dict[str, Any]]) -> None
                     break
                 named = dict(zip(header, values))
                 cards.setdefault(int(values[0]), {}).update(
-                    {"device id": named.get("DID"), "gfx version": named.get("GFX VER"),
-                     "pci bus": named.get("BUS"), "partition id": named.get("PARTITION ID")}
+                    {
+                        "device id": named.get("DID"),
+                        "gfx version": named.get("GFX VER"),
+                        "pci bus": named.get("BUS"),
+                        "partition id": named.get("PARTITION ID"),
+                    }
                 )
 
 
@@ -444,7 +449,9 @@ def parse_rocm_smi_text(text: str) -> list[AmdGpuFacts]:
     if not cards:
         raise ToolOutputError("rocm-smi: no GPU line, --showhw table or concise table in the output")
     driver = _ROCM_SMI_DRIVER.search(text)
-    return [_rocm_smi_card(index, cards[index], driver.group(1) if driver else None, "rocm-smi") for index in sorted(cards)]
+    return [
+        _rocm_smi_card(index, cards[index], driver.group(1) if driver else None, "rocm-smi") for index in sorted(cards)
+    ]
 
 
 _AGENT_SPLIT = re.compile(r"^\*+\s*\nAgent \d+\s*\n\*+\s*$", re.MULTILINE)

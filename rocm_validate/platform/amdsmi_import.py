@@ -14,10 +14,10 @@ import importlib
 import importlib.metadata
 import importlib.util
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Mapping
 
 from rocm_validate.platform.probing import one_line
 
@@ -50,14 +50,14 @@ def import_amdsmi(env: Mapping[str, str]) -> AmdsmiModule:
     if init.is_file():
         try:
             return AmdsmiModule(_load(init), str(rocm_copy(env)))
-        except Exception as exc:  # noqa: BLE001 - a binding mismatch raises anything
+        except Exception as exc:
             failures.append(f"{rocm_copy(env)}: {one_line(exc)}")
     try:
         module = importlib.import_module("amdsmi")
     except ModuleNotFoundError:
         if not failures:
             raise
-    except Exception as exc:  # noqa: BLE001 - a binding mismatch raises anything
+    except Exception as exc:
         _forget_amdsmi()
         failures.append(f"installed amdsmi package: {one_line(exc)}")
     else:

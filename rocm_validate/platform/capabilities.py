@@ -95,7 +95,6 @@ def scaled_mm_alignment(backend: str) -> int:
     return 1 if backend == "cpu" else 16
 
 
-
 _ROCM_FLASH_ARCHS = frozenset({"gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"})
 
 

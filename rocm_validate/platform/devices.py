@@ -18,9 +18,10 @@ import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rocm_validate.errors import DeviceError
 from rocm_validate.platform import (
@@ -206,7 +207,11 @@ def build_gpu_info(
         gpu_arch_name = amd.arch
     features = isa.features or (amd.arch_features if amd else ())
     name = facts.name.strip()
-    if amd is not None and amd.market_name and (not name or name.lower().startswith(("device ", "amd radeon graphics"))):
+    if (
+        amd is not None
+        and amd.market_name
+        and (not name or name.lower().startswith(("device ", "amd radeon graphics")))
+    ):
         name = amd.market_name
     compute_units = facts.multi_processor_count or (amd.compute_units if amd else None)
     partition = partition_mode(backend, name, gpu_arch_name, compute_units, amd)
@@ -221,7 +226,9 @@ def build_gpu_info(
     attention_library = stack.attention_library
     if backend == "rocm":
         archs = list(stack.visible_archs) or [gpu_arch_name]
-        preferred = preferred or capabilities.default_rocm_blas(archs, stack.runtime_version, env.get("TORCH_BLAS_PREFER_HIPBLASLT"))
+        preferred = preferred or capabilities.default_rocm_blas(
+            archs, stack.runtime_version, env.get("TORCH_BLAS_PREFER_HIPBLASLT")
+        )
         attention_library = attention_library or capabilities.default_rocm_attention_library(
             gpu_arch_name, env.get("TORCH_ROCM_FA_PREFER_CK")
         )
@@ -246,7 +253,9 @@ def build_gpu_info(
             nvml.max_memory_clock_mhz if nvml else None,
             _khz_to_mhz(facts.memory_clock_rate_khz),
         ),
-        driver_version=_first(amd.driver_version if amd else None, nvml.driver_version if nvml else None, stack.driver_version),
+        driver_version=_first(
+            amd.driver_version if amd else None, nvml.driver_version if nvml else None, stack.driver_version
+        ),
         runtime_version=stack.runtime_version,
         torch_version=stack.torch_version,
         collective_library="rccl" if backend == "rocm" else "nccl",
@@ -287,7 +296,7 @@ def _first(*values: Any) -> Any:
 
 
 def _khz_to_mhz(khz: int | None) -> int | None:
-    return None if not khz else int(round(khz / 1000))
+    return None if not khz else round(khz / 1000)
 
 
 def _last_level_cache(backend: str, gpu_arch: str, facts: TorchGpuFacts, amd: AmdGpuFacts | None) -> int | None:
@@ -472,7 +481,9 @@ def _nvml_facts() -> dict[str, NvmlFacts]:
         pynvml.nvmlShutdown()
 
 
-def with_sysfs_partition(amd: AmdGpuFacts | None, torch_bdf: str | None, root: Path | None = None) -> AmdGpuFacts | None:
+def with_sysfs_partition(
+    amd: AmdGpuFacts | None, torch_bdf: str | None, root: Path | None = None
+) -> AmdGpuFacts | None:
     """The tool's facts, with the partition modes read from sysfs where no tool gave them."""
     if amd is not None and (amd.compute_partition or amd.memory_partition):
         return amd
@@ -481,12 +492,18 @@ def with_sysfs_partition(amd: AmdGpuFacts | None, torch_bdf: str | None, root: P
     if mode is None:
         return amd
     sysfs = AmdGpuFacts(
-        source="sysfs", bdf=bdf, compute_partition=mode.compute, memory_partition=mode.memory, partition_source=mode.source
+        source="sysfs",
+        bdf=bdf,
+        compute_partition=mode.compute,
+        memory_partition=mode.memory,
+        partition_source=mode.source,
     )
     return sysfs if amd is None else amd_tools.merge_facts(amd, sysfs)
 
 
-def _stack_facts(torch: Any, backend: str, env: Mapping[str, str], errors: ProbeErrors, archs: tuple[str, ...]) -> StackFacts:
+def _stack_facts(
+    torch: Any, backend: str, env: Mapping[str, str], errors: ProbeErrors, archs: tuple[str, ...]
+) -> StackFacts:
     runtime = torch.version.hip if backend == "rocm" else torch.version.cuda
     nccl = errors.run("nccl", lambda: ".".join(str(p) for p in torch.cuda.nccl.version()))
     driver = None
@@ -504,7 +521,9 @@ def _stack_facts(torch: Any, backend: str, env: Mapping[str, str], errors: Probe
         mem_efficient_compiled=bool(getattr(cuda_backends, "mem_efficient_sdp_enabled", lambda: True)()),
         cudnn_attention=backend == "cuda" and bool(torch.backends.cudnn.is_available()),
         preferred_blas=errors.run("preferred_blas", lambda: _preferred_blas(torch, backend)),
-        attention_library=errors.run("attention_library", lambda: _attention_library(torch)) if backend == "rocm" else None,
+        attention_library=errors.run("attention_library", lambda: _attention_library(torch))
+        if backend == "rocm"
+        else None,
         visible_archs=archs,
     )
 
@@ -588,7 +607,9 @@ def discover_cpu(torch: Any | None, env: Mapping[str, str], errors: Iterable[str
         torch_version=str(torch.__version__) if torch is not None else None,
         visibility=visibility(env),
         fp8_formats=capabilities.fp8_formats("cpu", model) if torch is not None else (),
-        scaled_mm=torch is not None and hasattr(torch, "_scaled_mm") and capabilities.scaled_mm_supported("cpu", model, None),
+        scaled_mm=torch is not None
+        and hasattr(torch, "_scaled_mm")
+        and capabilities.scaled_mm_supported("cpu", model, None),
         attention_backends=capabilities.attention_backends("cpu", model, False, False, False),
         preferred_blas=blas,
         sources=("torch",) if torch is not None else ("os",),
@@ -643,7 +664,10 @@ def gpu_expected(wanted: int | str | None, source: str, env: Mapping[str, str], 
 
 
 def select_device(
-    devices: list[DeviceInfo], wanted: int | str | None, source: str = "--rocm-device", env: Mapping[str, str] | None = None
+    devices: list[DeviceInfo],
+    wanted: int | str | None,
+    source: str = "--rocm-device",
+    env: Mapping[str, str] | None = None,
 ) -> DeviceInfo:
     """The device a run validates: an index, 'cpu', or (None) the first GPU else the CPU.
 
@@ -678,7 +702,10 @@ def select_device(
 
 
 def select_devices(
-    devices: list[DeviceInfo], wanted: str | tuple[int, ...], source: str = "--rocm-device", env: Mapping[str, str] | None = None
+    devices: list[DeviceInfo],
+    wanted: str | tuple[int, ...],
+    source: str = "--rocm-device",
+    env: Mapping[str, str] | None = None,
 ) -> list[DeviceInfo]:
     """The devices a whole-node run validates: 'all' GPUs, or the listed indices in that order.
 

@@ -20,10 +20,11 @@ import platform
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from rocm_validate.platform import amd_tools, arch, partitions
 from rocm_validate.platform.amd_tools import AmdGpuFacts
@@ -59,7 +60,9 @@ class SavedOutput:
 
 SAVED_OUTPUTS: tuple[SavedOutput, ...] = (
     SavedOutput("amd-smi-static.json", (amd_tools.AMD_SMI_STATIC_JSON, amd_tools.AMD_SMI_STATIC_JSON_PLAIN)),
-    SavedOutput("amd-smi-static.txt", (("amd-smi", "static", *amd_tools.AMD_SMI_STATIC_SECTIONS), ("amd-smi", "static"))),
+    SavedOutput(
+        "amd-smi-static.txt", (("amd-smi", "static", *amd_tools.AMD_SMI_STATIC_SECTIONS), ("amd-smi", "static"))
+    ),
     SavedOutput("amd-smi-list.txt", (("amd-smi", "list", "-e"), ("amd-smi", "list"))),
     SavedOutput("rocminfo.txt", (("rocminfo",),)),
     SavedOutput("rocm-smi.json", ((*_ROCM_SMI, *_ROCM_SMI_PARTITIONS, "--json"), (*_ROCM_SMI, "--json"))),
@@ -163,7 +166,9 @@ def _amd_device(amd: AmdGpuFacts, position: int, errors: tuple[str, ...]) -> Dev
         multi_processor_count=0,
         gcn_arch_name=amd.arch or "unknown",
     )
-    info = build_gpu_info(as_torch, StackFacts(backend="rocm", torch_version="", runtime_version=None), {}, amd=amd, errors=errors)
+    info = build_gpu_info(
+        as_torch, StackFacts(backend="rocm", torch_version="", runtime_version=None), {}, amd=amd, errors=errors
+    )
     return _tools_only(info, tuple(f"saved {source}" for source in amd.source.split("+")))
 
 
@@ -181,11 +186,19 @@ def _nvidia_device(gpu: NvidiaGpuFacts, log: NvidiaSmiLog, errors: tuple[str, ..
         uuid=gpu.uuid,
     )
     nvml = NvmlFacts(log.driver_version, gpu.max_clock_mhz, gpu.max_memory_clock_mhz, gpu.pci_bus_id)
-    info = build_gpu_info(as_torch, StackFacts(backend="cuda", torch_version="", runtime_version=None), {}, nvml=nvml, errors=errors)
+    info = build_gpu_info(
+        as_torch, StackFacts(backend="cuda", torch_version="", runtime_version=None), {}, nvml=nvml, errors=errors
+    )
     if gpu.capability is None:
-        problem = f"nvidia-smi.xml: GPU {gpu.index}: no compute capability for architecture {gpu.architecture or 'unknown'}"
+        problem = (
+            f"nvidia-smi.xml: GPU {gpu.index}: no compute capability for architecture {gpu.architecture or 'unknown'}"
+        )
         info = replace(
-            info, arch="unknown", device_key=arch.device_key("cuda", gpu.name, "unknown"), fp8_formats=(), errors=(*info.errors, problem)
+            info,
+            arch="unknown",
+            device_key=arch.device_key("cuda", gpu.name, "unknown"),
+            fp8_formats=(),
+            errors=(*info.errors, problem),
         )
     return _tools_only(info, ("saved nvidia-smi -q -x",))
 
@@ -219,7 +232,9 @@ def save_outputs(
     return records
 
 
-def _save_one(folder: Path, output: SavedOutput, timeout_s: float, run: Callable[[list[str], float], str]) -> SavedCommand:
+def _save_one(
+    folder: Path, output: SavedOutput, timeout_s: float, run: Callable[[list[str], float], str]
+) -> SavedCommand:
     tried: list[str] = []
     started = time.monotonic()
     status, command = "failed", ""
@@ -235,7 +250,7 @@ def _save_one(folder: Path, output: SavedOutput, timeout_s: float, run: Callable
             status = "timeout"
             tried.append(f"{command}: no answer in {timeout_s:g} s")
             break
-        except Exception as exc:  # noqa: BLE001 - a tool failing is recorded, and the next form tried
+        except Exception as exc:
             tried.append(f"{command}: {one_line(exc)}")
             continue
         (folder / output.file).write_text(text)

@@ -54,7 +54,7 @@ def _drives(torch: Any, device: DeviceInfo) -> bool:
         if bool(getattr(torch.version, "hip", None)) != (device.backend == "rocm"):
             return False
         props = torch.cuda.get_device_properties(device.index)
-    except Exception:  # noqa: BLE001 - a device that cannot be asked cannot be probed
+    except Exception:
         return False
     if device.backend == "rocm":
         found = parse_gcn_arch(str(getattr(props, "gcnArchName", ""))).name
@@ -63,7 +63,7 @@ def _drives(torch: Any, device: DeviceInfo) -> bool:
     return found == device.arch
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_probe(torch_device: str, arch: str, fp8_format: str, scaling: str) -> ProbeResult:
     """One probe per device, arch and scaling for the life of the process (arch is in the key so
     a different GPU at the same index is probed again)."""
@@ -85,6 +85,6 @@ def run_scaled_mm_probe(torch: Any, torch_device: str, fp8_format: str, scaling:
         torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
         if torch_device.startswith("cuda"):
             torch.cuda.synchronize(torch_device)
-    except Exception as exc:  # noqa: BLE001 - the refusal is the answer, whatever its type
+    except Exception as exc:
         return ProbeResult(False, one_line(exc))
     return ProbeResult(True)

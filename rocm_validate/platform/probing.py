@@ -7,8 +7,9 @@ is worded by `one_line`: the exception's type and the first line of its text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ class ProbeErrors:
         """Run one probe; anything it raises becomes a message, never a crash."""
         try:
             return function()
-        except BaseException as exc:  # noqa: BLE001 - native libraries raise anything
+        except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             self.messages.append(f"{probe}: {one_line(exc)}")

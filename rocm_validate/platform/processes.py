@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 # NVML's "not available" value for usedGpuMemory (NVML_VALUE_NOT_AVAILABLE, unsigned long long -1).
 _NVML_NOT_AVAILABLE = 2**64 - 1
@@ -76,7 +77,9 @@ def amdsmi_process(info: Mapping[str, Any]) -> GpuProcess:
     usage = info.get("memory_usage")
     vram = usage.get("vram_mem") if isinstance(usage, Mapping) else None
     name = str(info.get("name") or "N/A")
-    return GpuProcess(int(info["pid"]), "unknown" if name == "N/A" else name, _memory(vram if vram is not None else info.get("mem")))
+    return GpuProcess(
+        int(info["pid"]), "unknown" if name == "N/A" else name, _memory(vram if vram is not None else info.get("mem"))
+    )
 
 
 def process_name(pid: int, root: Path = Path("/")) -> str:
@@ -95,7 +98,7 @@ def read_nvml_processes(pynvml: Any, handle: Any) -> list[GpuProcess]:
         try:
             name = pynvml.nvmlSystemGetProcessName(info.pid)
             name = name.decode() if isinstance(name, bytes) else str(name)
-        except Exception:  # noqa: BLE001 - NVML cannot name a pid outside its namespace
+        except Exception:
             name = process_name(int(info.pid))
         found.append(nvml_process(info, os.path.basename(name) or name))
     return found
@@ -171,7 +174,9 @@ def parse_cpu_times(stat_text: str) -> CpuTimes:
     return CpuTimes(busy=total - idle - iowait, steal=steal, total=total, cpus=max(cpus, 1))
 
 
-def host_load(before: CpuTimes, after: CpuTimes, own_cpu_s: float, wall_s: float, load_average: float | None) -> HostLoad:
+def host_load(
+    before: CpuTimes, after: CpuTimes, own_cpu_s: float, wall_s: float, load_average: float | None
+) -> HostLoad:
     """The host's load over an interval from two /proc/stat readings and this process's CPU time."""
     cpus = after.cpus
     total = after.total - before.total

@@ -15,8 +15,9 @@ from __future__ import annotations
 import importlib
 import math
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from rocm_validate.platform.amd_tools import normalize_bdf
 from rocm_validate.platform.amdsmi_import import import_amdsmi
@@ -169,6 +170,7 @@ class Telemetry(Protocol):
     def clock_reading(self) -> ClockReading | None:
         """Only the clock, power and limit reasons: cheap enough to read every few ms."""
         ...
+
     def processes(self) -> ProcessSample: ...
 
     def close(self) -> None: ...
@@ -188,6 +190,7 @@ class NoTelemetry:
 
     def clock_reading(self) -> ClockReading | None:
         return None
+
     def processes(self) -> ProcessSample:
         return unavailable(self.reason)
 
@@ -231,7 +234,7 @@ class _Reader:
                 continue
             try:
                 readings[name] = read()
-            except Exception as exc:  # noqa: BLE001 - a management library failing must not fail a measurement
+            except Exception as exc:
                 self.unavailable[name] = one_line(exc)
         refused = tuple(f"{name}: {why}" for name, why in self.unavailable.items())
         if not readings:
@@ -245,19 +248,20 @@ class _Reader:
             return None
         names = [name for name in self._clock_fields if name in self._fields and name not in self.unavailable]
         return self._clock_build({name: self._fields[name]() for name in names})
+
     def processes(self) -> ProcessSample:
         """The other processes on the device now (this one left out), or why they are unknown."""
         if self.reason or self._processes is None:
             return unavailable(self.reason or f"{self.source} gives no process list")
         try:
             return ProcessSample(others(self._processes(), os.getpid()))
-        except Exception as exc:  # noqa: BLE001 - a process list the library refuses is unavailable, not a failure
+        except Exception as exc:
             return unavailable(f"{self.source} process list: {one_line(exc)}")
 
     def close(self) -> None:
         try:
             self._close()
-        except Exception:  # noqa: BLE001 - shutting a monitoring library down is best effort
+        except Exception:
             return None
 
 
@@ -281,8 +285,9 @@ def _open_nvml(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
     except BaseException:
         pynvml.nvmlShutdown()
         raise
-    reasons_call = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+    reasons_call = (
+        getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
     )
 
     fields = {
@@ -293,8 +298,12 @@ def _open_nvml(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         "reasons": lambda: reasons_call(handle),
     }
     return _Reader(
-        "nvidia-ml-py", fields, nvml_sample, pynvml.nvmlShutdown,
-        clock_fields=("sm_clock", "power_mw", "reasons"), clock_build=nvml_clock_reading,
+        "nvidia-ml-py",
+        fields,
+        nvml_sample,
+        pynvml.nvmlShutdown,
+        clock_fields=("sm_clock", "power_mw", "reasons"),
+        clock_build=nvml_clock_reading,
         power_cap_w=_optional(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
         processes=lambda: read_nvml_processes(pynvml, handle),
     )
@@ -304,13 +313,15 @@ def _optional(read: Callable[[], Any]) -> float | None:
     """A reading taken once at open, or None when the library refuses it."""
     try:
         return _reading(read())
-    except Exception:  # noqa: BLE001 - an optional reading
+    except Exception:
         return None
 
 
 def amdsmi_readings(readings: Mapping[str, Any]) -> TelemetrySample:
     """The readings `_open_amdsmi` takes (gfx_clock, memory_clock, temperature, power), any of them absent."""
-    return amdsmi_sample(readings.get("gfx_clock"), readings.get("memory_clock"), readings.get("temperature"), readings.get("power"))
+    return amdsmi_sample(
+        readings.get("gfx_clock"), readings.get("memory_clock"), readings.get("temperature"), readings.get("power")
+    )
 
 
 def _open_amdsmi(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
@@ -333,8 +344,12 @@ def _open_amdsmi(device: DeviceInfo, env: Mapping[str, str]) -> Telemetry:
         "power": lambda: amdsmi.amdsmi_get_power_info(handle),
     }
     return _Reader(
-        "amdsmi", fields, amdsmi_readings, amdsmi.amdsmi_shut_down,
-        clock_fields=("gfx_clock", "power"), clock_build=amdsmi_clock_reading,
+        "amdsmi",
+        fields,
+        amdsmi_readings,
+        amdsmi.amdsmi_shut_down,
+        clock_fields=("gfx_clock", "power"),
+        clock_build=amdsmi_clock_reading,
         power_cap_w=_optional(lambda: _watts(amdsmi.amdsmi_get_power_cap_info(handle).get("power_cap"))),
         processes=lambda: read_amdsmi_processes(amdsmi, handle),
     )
@@ -347,13 +362,12 @@ def open_telemetry(device: DeviceInfo, env: Mapping[str, str] | None = None) -> 
     library = "amdsmi" if device.backend == "rocm" else "nvidia-ml-py"
     env = dict(os.environ if env is None else env)
     try:
-        if device.backend == "rocm":
-            telemetry = _open_amdsmi(device, env)
-        else:
-            telemetry = _open_nvml(device, env)
+        telemetry = _open_amdsmi(device, env) if device.backend == "rocm" else _open_nvml(device, env)
     except ModuleNotFoundError:
-        return NoTelemetry(f"{library} is not installed; pip install rocm-validate[{'amd' if library == 'amdsmi' else 'nvidia'}]")
-    except Exception as exc:  # noqa: BLE001 - any library failure just means no telemetry
+        return NoTelemetry(
+            f"{library} is not installed; pip install rocm-validate[{'amd' if library == 'amdsmi' else 'nvidia'}]"
+        )
+    except Exception as exc:
         return NoTelemetry(f"{library} unavailable: {one_line(exc)}")
     if telemetry.sample() is None:
         telemetry.close()

@@ -10,8 +10,9 @@ the check does not apply, with the reason). Pure functions, unit-tested with fak
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rocm_validate.preflight.host import Link, PciGpu, Read, selected_mode
 
@@ -85,7 +86,13 @@ def iommu(cmdline: Read, vendors: set[str], cpu: str | None) -> Finding:
         reason = f"AMD's guidance is for AMD Instinct hosts; {NO_GPU if not vendors else 'found ' + ', '.join(sorted(vendors))} ({found})"
         return skipped(check, reason, source)
     missing = [w for w in wanted if w not in words]
-    return Finding(check, "fail" if missing else "pass", " ".join(wanted), found + (f"; missing {' '.join(missing)}" if missing else ""), source)
+    return Finding(
+        check,
+        "fail" if missing else "pass",
+        " ".join(wanted),
+        found + (f"; missing {' '.join(missing)}" if missing else ""),
+        source,
+    )
 
 
 def pcie_link(gpu: PciGpu, link: Link) -> Finding:
@@ -95,7 +102,12 @@ def pcie_link(gpu: PciGpu, link: Link) -> Finding:
     check = "pcie_link"
     values = (link.current_speed, link.current_width, link.max_speed, link.max_width)
     if None in values:
-        return skipped(check, f"sysfs shows no usable link ({link.problem or 'unknown speed or width: a virtual link?'})", LINK_SOURCE, gpu.address)
+        return skipped(
+            check,
+            f"sysfs shows no usable link ({link.problem or 'unknown speed or width: a virtual link?'})",
+            LINK_SOURCE,
+            gpu.address,
+        )
     now = f"{link.current_speed:g} GT/s x{link.current_width}"
     expected = f"{link.max_speed:g} GT/s x{link.max_width}"
     if link.current_width < link.max_width:  # type: ignore[operator]
@@ -122,7 +134,17 @@ def ras_counts(counts: Mapping[str, Mapping[str, int]], problems: Iterable[str] 
         corrected = {k: v for k, v in found.items() if v and not _uncorrectable(k)}
         status = "fail" if bad else "warn" if corrected else "pass"
         shown = ", ".join(f"{k} {v}" for k, v in {**bad, **corrected}.items()) or f"all {len(found)} counters 0"
-        findings.append(Finding(check, status, "0 uncorrectable; correctable ones unchanged during the run", shown, RAS_SOURCE, subject, "hardware"))
+        findings.append(
+            Finding(
+                check,
+                status,
+                "0 uncorrectable; correctable ones unchanged during the run",
+                shown,
+                RAS_SOURCE,
+                subject,
+                "hardware",
+            )
+        )
     return findings
 
 
@@ -130,15 +152,30 @@ def ras_rise(before: Mapping[str, Mapping[str, int]], after: Mapping[str, Mappin
     """Per GPU read both times: every counter unchanged since the run began."""
     findings = []
     for subject in sorted(set(before) & set(after)):
-        rose = {k: (before[subject][k], v) for k, v in after[subject].items() if k in before[subject] and v > before[subject][k]}
+        rose = {
+            k: (before[subject][k], v)
+            for k, v in after[subject].items()
+            if k in before[subject] and v > before[subject][k]
+        }
         shown = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in rose.items()) or "unchanged"
-        findings.append(Finding("ras_unchanged", "fail" if rose else "pass", "no counter rose during the run", shown, RAS_SOURCE, subject, "hardware"))
+        findings.append(
+            Finding(
+                "ras_unchanged",
+                "fail" if rose else "pass",
+                "no counter rose during the run",
+                shown,
+                RAS_SOURCE,
+                subject,
+                "hardware",
+            )
+        )
     return findings
 
 
 _XID = re.compile(r"NVRM: Xid \(PCI:([^)]+)\): (\d+)")
 _AMDGPU_ERROR = re.compile(
-    r"amdgpu.*\b(error|fail(ed|ure)?|timeout|timed out|fatal|hang|reset|uncorrect\w*|poison\w*)\b|\*ERROR\*.*amdgpu", re.I
+    r"amdgpu.*\b(error|fail(ed|ure)?|timeout|timed out|fatal|hang|reset|uncorrect\w*|poison\w*)\b|\*ERROR\*.*amdgpu",
+    re.I,
 )
 
 
@@ -154,8 +191,14 @@ def kernel_messages(messages: Read) -> Finding:
         return skipped(check, f"{messages.problem} (needs root or kernel.dmesg_restrict=0)", KMSG_SOURCE)
     errors = kernel_errors(messages.text)
     shown = "; ".join(errors[:5]) + (f"; ... {len(errors) - 5} more" if len(errors) > 5 else "")
-    found = f"{len(errors)} GPU error line(s): {shown}" if errors else f"no GPU errors in {len(messages.text.splitlines())} lines"
-    return Finding(check, "fail" if errors else "pass", "no amdgpu errors, no NVIDIA Xid", found, KMSG_SOURCE, category="hardware")
+    found = (
+        f"{len(errors)} GPU error line(s): {shown}"
+        if errors
+        else f"no GPU errors in {len(messages.text.splitlines())} lines"
+    )
+    return Finding(
+        check, "fail" if errors else "pass", "no amdgpu errors, no NVIDIA Xid", found, KMSG_SOURCE, category="hardware"
+    )
 
 
 def driver_and_firmware(drivers: Mapping[str, Read], firmware: Mapping[str, Mapping[str, str]]) -> list[Finding]:
@@ -164,19 +207,27 @@ def driver_and_firmware(drivers: Mapping[str, Read], firmware: Mapping[str, Mapp
     source = "the node's own GPUs: one firmware set for all"
     findings = [
         Finding("driver_version", "pass", "a loaded driver", f"{vendor} {read.text} ({read.source})", read.source)
-        if read.text else skipped("driver_version", read.problem, read.source)
+        if read.text
+        else skipped("driver_version", read.problem, read.source)
         for vendor, read in sorted(drivers.items())
     ]
     sets = {subject: dict(versions) for subject, versions in firmware.items() if versions}
     if not sets:
         return findings
     names = sorted({name for versions in sets.values() for name in versions})
-    odd = {n: {s: v.get(n, "missing") for s, v in sets.items()} for n in names if len({v.get(n, "missing") for v in sets.values()}) > 1}
+    odd = {
+        n: {s: v.get(n, "missing") for s, v in sets.items()}
+        for n in names
+        if len({v.get(n, "missing") for v in sets.values()}) > 1
+    }
     first = next(iter(sets.values()))
     found = "; ".join(f"{n}: " + ", ".join(f"{s} {v}" for s, v in sorted(by.items())) for n, by in odd.items()) or (
         f"{len(sets)} GPU(s) on " + ", ".join(f"{n} {first[n]}" for n in names[:8]) + (" ..." if len(names) > 8 else "")
     )
-    return [*findings, Finding("firmware_versions", "fail" if odd else "pass", "the same versions on every GPU", found, source)]
+    return [
+        *findings,
+        Finding("firmware_versions", "fail" if odd else "pass", "the same versions on every GPU", found, source),
+    ]
 
 
 def large_pages(transparent: Read, meminfo: Read) -> Finding:

@@ -60,7 +60,10 @@ def pci_gpus(root: Path) -> tuple[list[PciGpu], str]:
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
-        return [], f"{shown(root, PCI_DEVICES)} unreadable ({exc.strerror or exc}): no sysfs here (a container without /sys, or not Linux)"
+        return (
+            [],
+            f"{shown(root, PCI_DEVICES)} unreadable ({exc.strerror or exc}): no sysfs here (a container without /sys, or not Linux)",
+        )
     found = []
     for entry in entries:
         vendor = read(entry, "vendor").text or ""
@@ -95,7 +98,10 @@ def parse_width(text: str | None) -> int | None:
 
 
 def read_link(gpu: PciGpu) -> Link:
-    values = {name: read(gpu.path, name) for name in ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")}
+    values = {
+        name: read(gpu.path, name)
+        for name in ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+    }
     problems = [r.problem for r in values.values() if r.problem]
     return Link(
         parse_speed(values["current_link_speed"].text),

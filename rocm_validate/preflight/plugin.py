@@ -9,9 +9,10 @@ torch and no GPU runtime, only files and (for NVIDIA's ECC counters) nvidia-ml-p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,9 @@ def resolve_host_root(config: pytest.Config) -> Path:
     base = config.rootpath if source.endswith("(ini)") else config.invocation_params.dir
     root = (base / Path(value).expanduser()).resolve()
     if not root.is_dir():
-        raise UsageError(f"{source.split(' ')[0]}={value!r}: no such folder ({root}); give the folder that holds the host's proc/ and sys/")
+        raise UsageError(
+            f"{source.split(' ')[0]}={value!r}: no such folder ({root}); give the folder that holds the host's proc/ and sys/"
+        )
     return root
 
 

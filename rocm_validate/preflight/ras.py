@@ -9,7 +9,8 @@ problems with the reason, never as an exception. Counter names ending in 'ue', '
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rocm_validate.platform.probing import one_line
 from rocm_validate.preflight.host import PciGpu, read_amd_ras
@@ -44,7 +45,7 @@ def nvml_counts(pynvml: Any) -> tuple[Counts, list[str]]:
             for name, read in _nvml_counters(pynvml, handle).items():
                 try:
                     found[name] = int(read())
-                except Exception as exc:  # noqa: BLE001 - ECC off or a guest without access: unavailable
+                except Exception as exc:
                     refused.append(f"{name} ({one_line(exc)})")
             if found:
                 counts[subject] = found
@@ -55,7 +56,9 @@ def nvml_counts(pynvml: Any) -> tuple[Counts, list[str]]:
     return counts, problems
 
 
-def read_counts(gpus: list[PciGpu], import_module: Callable[[str], Any] = importlib.import_module) -> tuple[Counts, list[str]]:
+def read_counts(
+    gpus: list[PciGpu], import_module: Callable[[str], Any] = importlib.import_module
+) -> tuple[Counts, list[str]]:
     """Every GPU's error counters (AMD from sysfs, NVIDIA from NVML) and what could not be read."""
     counts: Counts = {}
     problems: list[str] = []
@@ -69,8 +72,11 @@ def read_counts(gpus: list[PciGpu], import_module: Callable[[str], Any] = import
         try:
             nvml_found, nvml_problems = nvml_counts(import_module("pynvml"))
         except ModuleNotFoundError:
-            nvml_found, nvml_problems = {}, ["needs nvidia-ml-py to read ECC counters, found it not installed; pip install rocm-validate[nvidia]"]
-        except Exception as exc:  # noqa: BLE001 - NVML failing to start leaves the counters unknown
+            nvml_found, nvml_problems = (
+                {},
+                ["needs nvidia-ml-py to read ECC counters, found it not installed; pip install rocm-validate[nvidia]"],
+            )
+        except Exception as exc:
             nvml_found, nvml_problems = {}, [f"NVML unavailable: {one_line(exc)}"]
         counts.update(nvml_found)
         problems.extend(nvml_problems)

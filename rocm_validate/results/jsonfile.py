@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rocm_validate.errors import JsonFileError
 
 Schema = Mapping[str, Any]
-
 
 
 def schema_errors(data: Any, schema: Schema) -> list[str]:
@@ -39,7 +39,9 @@ def read_json(path: Path, schema: Schema, fix: str) -> Any:
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        what = "is empty" if not text.strip() else f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        what = (
+            "is empty" if not text.strip() else f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        )
         raise JsonFileError(f"{path} {what}; it may be truncated or hand-edited. {fix}") from None
     except ValueError as exc:
         raise JsonFileError(f"{path}: {exc}. {fix}") from None
@@ -69,7 +71,9 @@ def write_json(path: Path, data: Any, schema: Schema) -> None:
     """Validate, then replace `path` atomically (temporary file in the same folder + rename)."""
     problems = schema_errors(data, schema)
     if problems:
-        raise JsonFileError(f"refusing to write {path}: data breaks the {schema.get('title', 'expected')} schema: {'; '.join(problems[:5])}")
+        raise JsonFileError(
+            f"refusing to write {path}: data breaks the {schema.get('title', 'expected')} schema: {'; '.join(problems[:5])}"
+        )
     text = dumps(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

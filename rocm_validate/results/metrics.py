@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 PROPERTY_PREFIX = "rocm_metric."
 NUMERICS_PROPERTY = "rocm_numerics"  # a correctness test's checks and their margins, as JSON

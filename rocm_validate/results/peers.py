@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from rocm_validate.results.metrics import GpuRef, Metric, format_number
 
@@ -97,8 +98,18 @@ def compare(name: str, unit: str, better: str, samples: Sequence[PeerSample], ba
             )
         findings.append(
             PeerFinding(
-                name, sample.subject, sample.value, unit, better, median, len(others), ratio, allowed,
-                "below-peers" if worse else "pass", message, sample.gpu,
+                name,
+                sample.subject,
+                sample.value,
+                unit,
+                better,
+                median,
+                len(others),
+                ratio,
+                allowed,
+                "below-peers" if worse else "pass",
+                message,
+                sample.gpu,
             )
         )
     return findings

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rocm_validate.results.metrics import Metric
 from rocm_validate.results.peers import PeerFinding
@@ -20,14 +21,19 @@ INSTALL = "pip install -e '.[html]' (pytest-html and matplotlib)"
 COLLECTIVE_KEY, BYTES_KEY = "collective", "bytes"
 
 
-def ratio_series(metrics: Iterable[Metric], peers: Sequence[PeerFinding]) -> dict[str, dict[int, tuple[float | None, float | None]]]:
+def ratio_series(
+    metrics: Iterable[Metric], peers: Sequence[PeerFinding]
+) -> dict[str, dict[int, tuple[float | None, float | None]]]:
     """{metric name: {GPU index: (ratio to baseline, ratio to the peer median)}} for per-GPU metrics."""
     peer_of = {(f.name, f.gpu.index): f.ratio for f in peers if f.gpu is not None}
     series: dict[str, dict[int, tuple[float | None, float | None]]] = {}
     for metric in metrics:
         if metric.gpu is None:
             continue
-        series.setdefault(metric.name, {})[metric.gpu.index] = (metric.ratio, peer_of.get((metric.name, metric.gpu.index)))
+        series.setdefault(metric.name, {})[metric.gpu.index] = (
+            metric.ratio,
+            peer_of.get((metric.name, metric.gpu.index)),
+        )
     return series
 
 
@@ -53,8 +59,10 @@ def render(metrics: Sequence[Metric], peers: Sequence[PeerFinding]) -> list[tupl
     ratios = ratio_series(metrics, peers)
     images = []
     for position, title in ((0, "Ratio to baseline, per GPU"), (1, "Ratio to the median of its peers, per GPU")):
-        bars = {name: {gpu: pair[position] for gpu, pair in by_gpu.items() if pair[position] is not None}
-                for name, by_gpu in ratios.items()}
+        bars = {
+            name: {gpu: pair[position] for gpu, pair in by_gpu.items() if pair[position] is not None}
+            for name, by_gpu in ratios.items()
+        }
         bars = {name: values for name, values in bars.items() if values}
         if bars:
             images.append((title, _png(pyplot, _grouped_bars(pyplot, bars, title))))

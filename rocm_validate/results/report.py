@@ -8,10 +8,11 @@ import re
 import shlex
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
-from typing import Any, Iterable
+from typing import Any
 
 from rocm_validate import __version__
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
@@ -294,7 +295,12 @@ def metrics_table(metrics: list[Metric]) -> list[str]:
     """A plain aligned table, one metric a row, followed by the messages that explain verdicts."""
     rows = [_COLUMNS, *metric_rows(metrics)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i in (0, 2, 7) else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines = [
+        "  ".join(
+            cell.ljust(widths[i]) if i in (0, 2, 7) else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        ).rstrip()
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = [f"{metric_title(m)}: {m.message}" for m in metrics if m.message]
     return lines + ([""] + notes if notes else [])
@@ -303,12 +309,26 @@ def metrics_table(metrics: list[Metric]) -> list[str]:
 def environment() -> dict[str, Any]:
     """Interpreter, platform, key package versions and the variables that steer GPU libraries."""
     packages = {}
-    for name in ("torch", "transformers", "numpy", "pytest", "hypothesis", "pytest-benchmark", "mlperf-logging", "triton"):
+    for name in (
+        "torch",
+        "transformers",
+        "numpy",
+        "pytest",
+        "hypothesis",
+        "pytest-benchmark",
+        "mlperf-logging",
+        "triton",
+    ):
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    steering = [*VISIBILITY_VARIABLES, "TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_ROCM_FA_PREFER_CK", "PYTORCH_TUNABLEOP_ENABLED"]
+    steering = [
+        *VISIBILITY_VARIABLES,
+        "TORCH_BLAS_PREFER_HIPBLASLT",
+        "TORCH_ROCM_FA_PREFER_CK",
+        "PYTORCH_TUNABLEOP_ENABLED",
+    ]
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -378,8 +398,10 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
         failed = sum(outcomes.count(o) for o in FAILING_OUTCOMES)
         categories = Counter(r.category for r in by_suite[suite] if r.failed and r.category)
         why = f" ({', '.join(f'{c}: {categories[c]}' for c in CATEGORIES if categories[c])})" if categories else ""
-        line = f"rocm-validate {suite}: {outcomes.count('passed')} passed, {failed} failed{why}, " \
-               f"{outcomes.count('skipped')} skipped (not validated)"
+        line = (
+            f"rocm-validate {suite}: {outcomes.count('passed')} passed, {failed} failed{why}, "
+            f"{outcomes.count('skipped')} skipped (not validated)"
+        )
         if outcomes.count("xfailed"):
             line += f", {outcomes.count('xfailed')} xfailed"
         lines.append(line)
@@ -395,6 +417,7 @@ def check_records(results: Iterable[TestResult], gpu: int | None) -> list[CheckR
     """The triage verdict's input from this run's results: every test that ran (skips validated
     nothing) on its own GPU in a whole-node run, else on the run's GPU (`gpu`, None for the CPU);
     preflight checks are the host's."""
+
     def where(result: TestResult) -> int | None:
         if result.suite == "preflight":
             return None

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import html
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import format_number
@@ -85,10 +85,18 @@ def gpu_table(devices: Sequence[DeviceInfo], results: Iterable[TestResult], peer
         if not device.is_gpu or device.index is None:
             continue
         c = by_gpu.get(device.index, Counter())
-        rows.append((
-            str(device.index), device.pci_bus_id or "-", device.uuid or "-", device.name,
-            str(c["passed"]), str(sum(c[o] for o in _FAILED)), str(c["skipped"]), str(flags[device.index]),
-        ))
+        rows.append(
+            (
+                str(device.index),
+                device.pci_bus_id or "-",
+                device.uuid or "-",
+                device.name,
+                str(c["passed"]),
+                str(sum(c[o] for o in _FAILED)),
+                str(c["skipped"]),
+                str(flags[device.index]),
+            )
+        )
     header = ("GPU", "BDF", "UUID", "name", "passed", "failed", "skipped", "below peers")
     return Table("GPUs", header, tuple(rows))
 
@@ -100,11 +108,17 @@ def metric_table(results: Iterable[TestResult], peers: Sequence[PeerFinding]) ->
     for metric in metrics_in_order(results):
         finding = peer_of.get((metric.name, metric.gpu.index)) if metric.gpu is not None else None
         verdict = metric.verdict + (" / below peers" if finding is not None and finding.flagged else "")
-        rows.append((
-            metric.name, _gpu_cell(metric.gpu), format_number(metric.value), metric.unit,
-            "-" if metric.ratio is None else f"{metric.ratio:.3f}",
-            "-" if finding is None else f"{finding.ratio:.3f}", verdict,
-        ))
+        rows.append(
+            (
+                metric.name,
+                _gpu_cell(metric.gpu),
+                format_number(metric.value),
+                metric.unit,
+                "-" if metric.ratio is None else f"{metric.ratio:.3f}",
+                "-" if finding is None else f"{finding.ratio:.3f}",
+                verdict,
+            )
+        )
     return Table("Metrics", ("metric", "GPU", "value", "unit", "x baseline", "x peer median", "verdict"), tuple(rows))
 
 
@@ -156,8 +170,7 @@ def markdown(facts: RunFacts) -> str:
     if flagged:
         lines += ["### Below their peers", "", *[f"- {_markdown_cell(m)}" for m in flagged], ""]
     for table in tables(facts):
-        lines += [f"### {table.title}", "", "| " + " | ".join(table.header) + " |",
-                  "|" + "---|" * len(table.header)]
+        lines += [f"### {table.title}", "", "| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
         lines += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in table.rows]
         lines.append("")
     return "\n".join(lines)
@@ -186,8 +199,10 @@ def html_sections(facts: RunFacts) -> list[str]:
     if images is None:
         sections.append(f"<p>Plots need matplotlib: {html.escape(plots.INSTALL)}</p>")
     else:
-        sections += [f'<h3>{html.escape(title)}</h3><img alt="{html.escape(title)}" src="data:image/png;base64,{data}"/>'
-                     for title, data in images]
+        sections += [
+            f'<h3>{html.escape(title)}</h3><img alt="{html.escape(title)}" src="data:image/png;base64,{data}"/>'
+            for title, data in images
+        ]
     return sections
 
 

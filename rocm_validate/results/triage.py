@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 # Each category and what it means; the order is the order the verdict line lists them in.
 CATEGORIES: dict[str, str] = {
@@ -40,8 +40,12 @@ _TIMEOUT_TYPES = frozenset({"TimeoutError", "TimeoutExpired"})
 # NotValidated: a check the stack could not validate (no baseline, a refused backend), failed by --rocm-strict.
 _ENVIRONMENT_TYPES = frozenset({"ImportError", "ModuleNotFoundError", "NotValidated"})
 _CHECK_TYPES = frozenset({"AssertionError", "Failed"})
-_HARDWARE_MESSAGE = re.compile(r"uncorrectable ECC error|ECC error encountered|\bXid\b|GPU is lost|fallen off the bus", re.I)
-_ENVIRONMENT_MESSAGE = re.compile(r"cannot open shared object file|is installed but cannot be imported|undefined symbol:")
+_HARDWARE_MESSAGE = re.compile(
+    r"uncorrectable ECC error|ECC error encountered|\bXid\b|GPU is lost|fallen off the bus", re.I
+)
+_ENVIRONMENT_MESSAGE = re.compile(
+    r"cannot open shared object file|is installed but cannot be imported|undefined symbol:"
+)
 _TIMEOUT_MESSAGE = re.compile(r"^(Failed: )?Timeout\b")  # pytest-timeout: "Timeout (>2.0s) from pytest-timeout."
 _CRASH_MESSAGE = re.compile(r"crashed while running|out of device memory in ")
 _SUITE_DEFAULT = {"perf": "performance", "preflight": "configuration"}
@@ -139,9 +143,13 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
         ran.setdefault(record.check, set()).add(record.gpu)
     parts = []
     if of("configuration"):
-        parts.append(f"host configuration: fix the settings the preflight checks name, then rerun ({_counts(of('configuration'))})")
+        parts.append(
+            f"host configuration: fix the settings the preflight checks name, then rerun ({_counts(of('configuration'))})"
+        )
     if of("environment"):
-        parts.append(f"environment: install or repair the libraries named above in the image ({_counts(of('environment'))})")
+        parts.append(
+            f"environment: install or repair the libraries named above in the image ({_counts(of('environment'))})"
+        )
     node_wide = _node_wide(of("numerics", "performance", "hardware"), ran, gpus)
     on_host = [r for r in of("numerics", "performance", "hardware") if r.gpu is None]
     software = [r for r in node_wide + on_host if r.category in SOFTWARE_CATEGORIES]
@@ -149,9 +157,13 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
         where = f"on every one of {len(gpus)} GPUs" if node_wide else "on the host, where no GPU is involved"
         parts.append(f"software regression: roll back the image ({_counts(software)} {where})")
     if [r for r in node_wide if r.category == "hardware"]:
-        parts.append("every GPU fails the same hardware check: drain the node and triage its power, cooling and firmware")
+        parts.append(
+            "every GPU fails the same hardware check: drain the node and triage its power, cooling and firmware"
+        )
     if [r for r in on_host if r.category == "hardware"]:
-        parts.append(f"host hardware: drain the node and triage ({_counts(r for r in on_host if r.category == 'hardware')})")
+        parts.append(
+            f"host hardware: drain the node and triage ({_counts(r for r in on_host if r.category == 'hardware')})"
+        )
     alone = [r for r in of("numerics", "performance", "hardware") if r.gpu is not None and r not in node_wide]
     if len(gpus) == 1 and [r for r in alone if r.category in SOFTWARE_CATEGORIES]:
         parts.append(
@@ -162,10 +174,14 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
         alone = [r for r in alone if r.category not in SOFTWARE_CATEGORIES]
     for gpu in sorted({r.gpu for r in alone if r.gpu is not None}):
         mine = [r for r in alone if r.gpu == gpu]
-        peers = " that passed on the other GPUs" if len(gpus) > 1 and any(r.category != "hardware" for r in mine) else ""
+        peers = (
+            " that passed on the other GPUs" if len(gpus) > 1 and any(r.category != "hardware" for r in mine) else ""
+        )
         parts.append(f"GPU {gpu}: drain and triage ({_counts(mine)}{peers})")
     if of("contention"):
-        parts.append(f"contention: rerun on an idle node; these results say nothing about the stack ({_counts(of('contention'))})")
+        parts.append(
+            f"contention: rerun on an idle node; these results say nothing about the stack ({_counts(of('contention'))})"
+        )
     if of("throttling"):
         where = _gpus(r.gpu for r in of("throttling") if r.gpu is not None)
         parts.append(f"throttling on {where}: check cooling, power caps and clock settings, then rerun")

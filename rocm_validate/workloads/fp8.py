@@ -91,7 +91,7 @@ def all_values(fmt: Fp8Format) -> list[float]:
     return [decode(bits, fmt) for bits in range(256)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _positive_table(name: str) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """Non-negative finite values of a format in increasing order, with their bit patterns."""
     fmt = FORMATS[name]
@@ -161,7 +161,7 @@ def overflow_allowed(fmt: Fp8Format, value: float, result: float) -> bool:
 # torch._scaled_mm on a torch device: facts from torch, the decision from platform.capabilities.
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def scaled_mm_usable(device_type: str, index: int | None = None) -> bool:
     """Whether torch._scaled_mm runs on this torch device: the arch and runtime torch reports,
     judged by `capabilities.scaled_mm_supported`."""
@@ -302,7 +302,11 @@ class _Fp8LinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: Fp8Linear,
+        ctx: Any,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        layer: Fp8Linear,
         out_dtype: torch.dtype,
     ) -> Any:
         forward_fmt, _ = layer.fp8_formats
@@ -361,12 +365,16 @@ class Fp8Linear(torch.nn.Module):
 
     @classmethod
     def from_linear(
-        cls, linear: torch.nn.Linear, formats: tuple[str, str], recipe: DelayedScaling = DelayedScaling(),
+        cls,
+        linear: torch.nn.Linear,
+        formats: tuple[str, str],
+        recipe: DelayedScaling = DelayedScaling(),
         matmul: str = "auto",
     ) -> Fp8Linear:
         """An Fp8Linear sharing `linear`'s parameters (so ties and optimizer references survive)."""
-        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, formats, recipe, matmul,
-                    device="meta")
+        layer = cls(
+            linear.in_features, linear.out_features, linear.bias is not None, formats, recipe, matmul, device="meta"
+        )
         layer.weight = linear.weight
         layer.bias = linear.bias
         layer.scaling = ScalingState(recipe, device=linear.weight.device)
@@ -388,8 +396,10 @@ class Fp8Linear(torch.nn.Module):
 
     def extra_repr(self) -> str:
         forward_fmt, gradient_fmt = self.fp8_formats
-        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
-                f"formats=({forward_fmt.name}, {gradient_fmt.name}), matmul={self.matmul}")
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+            f"formats=({forward_fmt.name}, {gradient_fmt.name}), matmul={self.matmul}"
+        )
 
 
 def check_formats(formats: tuple[str, ...]) -> tuple[Fp8Format, Fp8Format]:

@@ -23,9 +23,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any
 
 import torch
 
@@ -63,21 +65,55 @@ class Fp8Recipe:
 RECIPES: dict[str, Fp8Recipe] = {
     r.name: r
     for r in (
-        Fp8Recipe("torchao-tensorwise", "torchao", "tensorwise",
-                  "torchao float8, dynamic tensor-wise scaling, E4M3 forward and E5M2 gradients", "tensorwise"),
-        Fp8Recipe("torchao-rowwise", "torchao", "rowwise",
-                  "torchao float8, dynamic row-wise power-of-two scaling, E4M3 throughout", "rowwise"),
-        Fp8Recipe("torchao-rowwise_with_gw_hp", "torchao", "rowwise_with_gw_hp",
-                  "torchao float8, row-wise scaling with the weight gradient in high precision", "rowwise"),
-        Fp8Recipe("te-current", "transformer_engine", "current",
-                  "Transformer Engine Float8CurrentScaling (HYBRID: E4M3 forward, E5M2 gradients)", needs_gpu=True),
-        Fp8Recipe("te-delayed", "transformer_engine", "delayed",
-                  "Transformer Engine DelayedScaling (HYBRID, amax history 16, max)", needs_gpu=True),
-        Fp8Recipe("te-mxfp8", "transformer_engine", "mxfp8",
-                  "Transformer Engine MXFP8BlockScaling (32-element blocks, E8M0 scales)",
-                  archs=("gfx950", "sm_100", "sm_103", "sm_120", "sm_121"), needs_gpu=True),
-        Fp8Recipe("project-delayed", "rocm_validate", "delayed",
-                  "rocm_validate's eager delayed-scaling Fp8Linear (E4M3 forward, E5M2 gradients)"),
+        Fp8Recipe(
+            "torchao-tensorwise",
+            "torchao",
+            "tensorwise",
+            "torchao float8, dynamic tensor-wise scaling, E4M3 forward and E5M2 gradients",
+            "tensorwise",
+        ),
+        Fp8Recipe(
+            "torchao-rowwise",
+            "torchao",
+            "rowwise",
+            "torchao float8, dynamic row-wise power-of-two scaling, E4M3 throughout",
+            "rowwise",
+        ),
+        Fp8Recipe(
+            "torchao-rowwise_with_gw_hp",
+            "torchao",
+            "rowwise_with_gw_hp",
+            "torchao float8, row-wise scaling with the weight gradient in high precision",
+            "rowwise",
+        ),
+        Fp8Recipe(
+            "te-current",
+            "transformer_engine",
+            "current",
+            "Transformer Engine Float8CurrentScaling (HYBRID: E4M3 forward, E5M2 gradients)",
+            needs_gpu=True,
+        ),
+        Fp8Recipe(
+            "te-delayed",
+            "transformer_engine",
+            "delayed",
+            "Transformer Engine DelayedScaling (HYBRID, amax history 16, max)",
+            needs_gpu=True,
+        ),
+        Fp8Recipe(
+            "te-mxfp8",
+            "transformer_engine",
+            "mxfp8",
+            "Transformer Engine MXFP8BlockScaling (32-element blocks, E8M0 scales)",
+            archs=("gfx950", "sm_100", "sm_103", "sm_120", "sm_121"),
+            needs_gpu=True,
+        ),
+        Fp8Recipe(
+            "project-delayed",
+            "rocm_validate",
+            "delayed",
+            "rocm_validate's eager delayed-scaling Fp8Linear (E4M3 forward, E5M2 gradients)",
+        ),
     )
 }
 TORCHAO_RECIPES = tuple(name for name, r in RECIPES.items() if r.library == "torchao")
@@ -149,8 +185,13 @@ def _linear_slots(module: torch.nn.Module, keep: tuple[str, ...]) -> list[tuple[
 
 def _te_linear(te: ModuleType, linear: torch.nn.Linear) -> torch.nn.Module:
     """A te.Linear holding a copy of `linear`'s parameters (TE owns its parameters)."""
-    layer = te.Linear(linear.in_features, linear.out_features, bias=linear.bias is not None,
-                      params_dtype=linear.weight.dtype, device=linear.weight.device)
+    layer = te.Linear(
+        linear.in_features,
+        linear.out_features,
+        bias=linear.bias is not None,
+        params_dtype=linear.weight.dtype,
+        device=linear.weight.device,
+    )
     with torch.no_grad():
         layer.weight.copy_(linear.weight)
         if linear.bias is not None:
@@ -179,7 +220,7 @@ def convert(module: torch.nn.Module, recipe: Fp8Recipe, formats: tuple[str, ...]
     return len(slots)
 
 
-def forward_context(recipe: Fp8Recipe) -> ContextManager[Any]:
+def forward_context(recipe: Fp8Recipe) -> AbstractContextManager[Any]:
     """What the converted module's forward runs under: Transformer Engine's FP8 autocast with the
     recipe; nothing for torchao and the project's recipe (their layers always compute in FP8)."""
     if recipe.library != "transformer_engine":
@@ -302,7 +343,7 @@ def first_weight(block: torch.nn.Module) -> tuple[str, torch.nn.Parameter]:
     return next((name, p) for name, p in block.named_parameters() if p.dim() == 2)
 
 
-def plant_fault(fault: str, block: torch.nn.Module, recipe: Fp8Recipe) -> ContextManager[Any]:
+def plant_fault(fault: str, block: torch.nn.Module, recipe: Fp8Recipe) -> AbstractContextManager[Any]:
     """A context in which `block` (converted to `recipe`) has `fault`: 'zeroed-grad-tile' (the
     first 128 x 128 tile of its first weight's gradient zeroed), 'output-x0.92' (its output
     scaled by 0.92) or 'weight-scale-x2' (the recipe dequantizes weights with a scale 2x off)."""
@@ -352,7 +393,9 @@ def wrong_weight_scale(recipe: Fp8Recipe, factor: float = 2.0) -> Iterator[None]
 
         attribute = "cast"
     else:
-        raise ValueError(f"a wrong weight scale can be planted in torchao's and the project's recipes, not {recipe.name}")
+        raise ValueError(
+            f"a wrong weight scale can be planted in torchao's and the project's recipes, not {recipe.name}"
+        )
     setattr(target, attribute, planted)
     try:
         yield

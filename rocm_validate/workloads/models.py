@@ -9,8 +9,9 @@ reported as model TFLOP/s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from rocm_validate.errors import ModelBuildError
 
@@ -43,35 +44,76 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec(
             "bert-large",
             "bert",
-            full=dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                      intermediate_size=4096, max_position_embeddings=512),
-            tiny=dict(vocab_size=1024, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
-                      intermediate_size=512, max_position_embeddings=128),
+            full=dict(
+                vocab_size=30522,
+                hidden_size=1024,
+                num_hidden_layers=24,
+                num_attention_heads=16,
+                intermediate_size=4096,
+                max_position_embeddings=512,
+            ),
+            tiny=dict(
+                vocab_size=1024,
+                hidden_size=128,
+                num_hidden_layers=4,
+                num_attention_heads=4,
+                intermediate_size=512,
+                max_position_embeddings=128,
+            ),
             seq_len={"full": 512, "tiny": 128},
         ),
         ModelSpec(
             "bert-base",
             "bert",
-            full=dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                      intermediate_size=3072, max_position_embeddings=512),
-            tiny=dict(vocab_size=1024, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=256, max_position_embeddings=128),
+            full=dict(
+                vocab_size=30522,
+                hidden_size=768,
+                num_hidden_layers=12,
+                num_attention_heads=12,
+                intermediate_size=3072,
+                max_position_embeddings=512,
+            ),
+            tiny=dict(
+                vocab_size=1024,
+                hidden_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=256,
+                max_position_embeddings=128,
+            ),
             seq_len={"full": 512, "tiny": 128},
         ),
         ModelSpec(
             "llama-3.1-8b",
             "llama",
-            full=dict(vocab_size=128256, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                      num_key_value_heads=8, intermediate_size=14336, max_position_embeddings=131072,
-                      rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False),
-            tiny=dict(vocab_size=1024, hidden_size=256, num_hidden_layers=2, num_attention_heads=8,
-                      num_key_value_heads=2, intermediate_size=896, max_position_embeddings=512,
-                      rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False),
+            full=dict(
+                vocab_size=128256,
+                hidden_size=4096,
+                num_hidden_layers=32,
+                num_attention_heads=32,
+                num_key_value_heads=8,
+                intermediate_size=14336,
+                max_position_embeddings=131072,
+                rope_theta=500000.0,
+                rms_norm_eps=1e-5,
+                tie_word_embeddings=False,
+            ),
+            tiny=dict(
+                vocab_size=1024,
+                hidden_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=8,
+                num_key_value_heads=2,
+                intermediate_size=896,
+                max_position_embeddings=512,
+                rope_theta=500000.0,
+                rms_norm_eps=1e-5,
+                tie_word_embeddings=False,
+            ),
             seq_len={"full": 4096, "tiny": 128},
         ),
     )
 }
-
 
 
 @dataclass

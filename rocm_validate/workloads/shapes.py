@@ -41,14 +41,24 @@ def _model_gemms(model: str) -> dict[str, tuple[int, int]]:
     hidden, ffn, heads = spec["hidden_size"], spec["intermediate_size"], spec["num_attention_heads"]
     kv_width = hidden * spec.get("num_key_value_heads", heads) // heads
     if MODELS[model].family == "bert":
-        return {"qkv": (3 * hidden, hidden), "attn_out": (hidden, hidden), "ffn_up": (ffn, hidden),
-                "ffn_down": (hidden, ffn)}
-    return {"qkv": (hidden + 2 * kv_width, hidden), "attn_out": (hidden, hidden), "gate_up": (2 * ffn, hidden),
-            "down": (hidden, ffn)}
+        return {
+            "qkv": (3 * hidden, hidden),
+            "attn_out": (hidden, hidden),
+            "ffn_up": (ffn, hidden),
+            "ffn_down": (hidden, ffn),
+        }
+    return {
+        "qkv": (hidden + 2 * kv_width, hidden),
+        "attn_out": (hidden, hidden),
+        "gate_up": (2 * ffn, hidden),
+        "down": (hidden, ffn),
+    }
 
 
 GEMM_SHAPES: dict[str, tuple[int, int]] = {
-    f"{model}.{layer}": shape for model in ("bert-large", "llama-3.1-8b") for layer, shape in _model_gemms(model).items()
+    f"{model}.{layer}": shape
+    for model in ("bert-large", "llama-3.1-8b")
+    for layer, shape in _model_gemms(model).items()
 }
 
 

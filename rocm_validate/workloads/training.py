@@ -3,8 +3,9 @@ under bf16 autocast with fused AdamW, as MLPerf-style pretraining runs them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rocm_validate.workloads.models import ModelBuild
 

@@ -31,8 +31,15 @@ def test_every_rank_holds_exactly_the_expected_result(collectives, op) -> None:
 def test_bus_bandwidth_holds_its_baseline(collectives, op, perf) -> None:
     collectives.require_complete(op)
     for step in collectives.outcome.steps_of(op):
-        perf.record(collectives.metric_name(step), step.busbw, "GB/s", "higher", dispersion=step.dispersion,
-                    samples=len(step.seconds), extra=collectives.step_extra(step))
+        perf.record(
+            collectives.metric_name(step),
+            step.busbw,
+            "GB/s",
+            "higher",
+            dispersion=step.dispersion,
+            samples=len(step.seconds),
+            extra=collectives.step_extra(step),
+        )
 
 
 @pytest.mark.parametrize("op", COLLECTIVES)
@@ -70,10 +77,20 @@ def test_peer_to_peer_bandwidth_of_every_pair(collectives, perf, noise_band) -> 
         pytest.fail("no peer-to-peer copy was measured: " + "; ".join(collectives.outcome.problems), pytrace=False)
     samples = []
     for pair in measured:
-        perf.record(collectives.pair_name(pair), pair.bandwidth, "GB/s", "higher", dispersion=pair.dispersion,
-                    samples=len(pair.seconds), extra={"src": pair.src, "dst": pair.dst, "bytes": pair.nbytes})
+        perf.record(
+            collectives.pair_name(pair),
+            pair.bandwidth,
+            "GB/s",
+            "higher",
+            dispersion=pair.dispersion,
+            samples=len(pair.seconds),
+            extra={"src": pair.src, "dst": pair.dst, "bytes": pair.nbytes},
+        )
         samples.append(PeerSample(collectives.pair_subject(pair), pair.bandwidth, pair.dispersion))
     name = collectives.pair_name(measured[0])
-    slow = [f for f in compare("p2p copy bandwidth", "GB/s", "higher", samples, lambda a, b: noise_band(name, (a, b)))
-            if f.flagged]
+    slow = [
+        f
+        for f in compare("p2p copy bandwidth", "GB/s", "higher", samples, lambda a, b: noise_band(name, (a, b)))
+        if f.flagged
+    ]
     assert not slow, "\n".join(f.message for f in slow)

@@ -40,8 +40,11 @@ def test_reference_records_convergence_points(mini_bert, pytestconfig, record_ro
     )
 
 
-@pytest.mark.parametrize("candidate", [pytest.param(c, marks=pytest.mark.rocm_level("quick")) if c.name == "reference" else c
-                                       for c in CANDIDATES], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "candidate",
+    [pytest.param(c, marks=pytest.mark.rocm_level("quick")) if c.name == "reference" else c for c in CANDIDATES],
+    ids=lambda c: c.name,
+)
 def test_candidate_converges_like_the_reference(candidate, mini_bert, pytestconfig, record_rocm_metric):
     reason = mini_bert.skip_reason(candidate)
     if reason:

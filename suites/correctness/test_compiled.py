@@ -13,12 +13,14 @@ from rocm_validate.workloads.shapes import training_dtype
 
 def test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager(rocm_device, torch_device):
     tokens, hidden = (4096, 1024) if rocm_device.is_gpu else (64, 128)
-    results = check_compiled_fused_layers(tokens, hidden, training_dtype(rocm_device.backend), torch_device,
-                                          rocm_device.backend, rocm_device.arch)
+    results = check_compiled_fused_layers(
+        tokens, hidden, training_dtype(rocm_device.backend), torch_device, rocm_device.backend, rocm_device.arch
+    )
     assert_passed(results)
 
 
 def test_compiled_tiny_bert_matches_eager(rocm_device, torch_device):
-    results = check_compiled_model("bert-large", training_dtype(rocm_device.backend), torch_device,
-                                   rocm_device.backend, rocm_device.arch)
+    results = check_compiled_model(
+        "bert-large", training_dtype(rocm_device.backend), torch_device, rocm_device.backend, rocm_device.arch
+    )
     assert_passed(results)

@@ -40,8 +40,11 @@ def test_delayed_scaling_rolls_the_amax_history_exactly(torch_device, fp8_format
     window: list[float] = [0.0] * recipe.history_len
     scale = 1.0
     for step, amax in enumerate(amaxes):
-        x = torch.tensor([amax, -amax / 2, 0.0], device=torch_device) if math.isfinite(amax) else \
-            torch.tensor([amax, 1.0], device=torch_device)
+        x = (
+            torch.tensor([amax, -amax / 2, 0.0], device=torch_device)
+            if math.isfinite(amax)
+            else torch.tensor([amax, 1.0], device=torch_device)
+        )
         used = float(state.scale[0])
         state.cast(x, 0, fmt)
         assert used == scale, f"step {step}: the cast used scale {used}, the recipe says {scale}"
@@ -52,8 +55,16 @@ def test_delayed_scaling_rolls_the_amax_history_exactly(torch_device, fp8_format
         window = window[1:] + window[:1]
         window[0] = 0.0
         expected = torch.tensor(window, dtype=torch.float64).reshape(-1, 1)
-        assert_passed([compare(f"fp8.delayed_scaling history after step {step}", state.amax_history, expected,
-                               tolerance_for("fp8.cast", "*"))])
+        assert_passed(
+            [
+                compare(
+                    f"fp8.delayed_scaling history after step {step}",
+                    state.amax_history,
+                    expected,
+                    tolerance_for("fp8.cast", "*"),
+                )
+            ]
+        )
 
 
 def test_reference_fp8_linear_tracks_nn_linear(rocm_device, torch_device, fp8_formats):
@@ -73,8 +84,14 @@ def test_reference_fp8_linear_through_scaled_mm_matches_its_emulation(rocm_devic
     reason = scaled_mm_skip_reason(rocm_device, "tensorwise", "bfloat16")
     if reason:
         pytest.skip(reason)
-    results = check_fp8_linear_paths(fp8_formats, linear_size(rocm_device.is_gpu), training_dtype(rocm_device.backend),
-                                     torch_device, rocm_device.backend, rocm_device.arch)
+    results = check_fp8_linear_paths(
+        fp8_formats,
+        linear_size(rocm_device.is_gpu),
+        training_dtype(rocm_device.backend),
+        torch_device,
+        rocm_device.backend,
+        rocm_device.arch,
+    )
     assert_passed(results)
 
 

@@ -12,7 +12,8 @@ installed library that fails to import or to run fails the test.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -57,20 +58,29 @@ def _run_or_skip_if_missing(check: Callable[[], Any], recipe: fp8_recipes.Fp8Rec
 
 def _case(rocm_device: Any, name: str, kind: str, compiled: bool = False) -> RecipeCase:
     scale = "full" if rocm_device.is_gpu else "tiny"
-    return RecipeCase(_usable(rocm_device, name), kind, scale, tuple(rocm_device.fp8_formats[:2]),
-                      training_dtype(rocm_device.backend), compiled)
+    return RecipeCase(
+        _usable(rocm_device, name),
+        kind,
+        scale,
+        tuple(rocm_device.fp8_formats[:2]),
+        training_dtype(rocm_device.backend),
+        compiled,
+    )
 
 
 def _check(rocm_device: Any, torch_device: Any, case: RecipeCase, check: Callable[..., Any]) -> None:
     """Run a recipe check on this device and fail with every comparison that failed."""
-    found = _run_or_skip_if_missing(lambda: check(case, torch_device, rocm_device.backend, rocm_device.arch),
-                                    case.recipe)
+    found = _run_or_skip_if_missing(
+        lambda: check(case, torch_device, rocm_device.backend, rocm_device.arch), case.recipe
+    )
     assert_passed(found if isinstance(found, list) else [found])
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("kind", BLOCKS)
-@pytest.mark.parametrize("check", [check_recipe_block, check_recipe_training], ids=["forward_backward", "training_loss"])
+@pytest.mark.parametrize(
+    "check", [check_recipe_block, check_recipe_training], ids=["forward_backward", "training_loss"]
+)
 def test_fp8_recipe_tracks_the_float64_block(rocm_device, torch_device, check, kind, recipe):
     _check(rocm_device, torch_device, _case(rocm_device, recipe, kind), check)
 
@@ -97,8 +107,15 @@ def test_fp8_recipe_linear_tracks_nn_linear(rocm_device, torch_device, recipe):
         return wrapped[0]
 
     def check() -> Any:
-        return check_fp8_layer(make, chosen.description, linear_size(rocm_device.is_gpu),
-                               training_dtype(rocm_device.backend), torch_device, rocm_device.backend,
-                               rocm_device.arch, context=lambda: fp8_recipes.forward_context(chosen))
+        return check_fp8_layer(
+            make,
+            chosen.description,
+            linear_size(rocm_device.is_gpu),
+            training_dtype(rocm_device.backend),
+            torch_device,
+            rocm_device.backend,
+            rocm_device.arch,
+            context=lambda: fp8_recipes.forward_context(chosen),
+        )
 
     assert_passed(_run_or_skip_if_missing(check, chosen))

@@ -45,8 +45,9 @@ def test_scaled_mm_of_any_aligned_shape_matches_its_emulation(rocm_device, torch
     n, k = (16 * data.draw(st.integers(1, top), label=axis) for axis in "nk")
     fmt = fp8.fp8_format(rocm_device.fp8_formats[0])
     problem = GemmProblem("fuzz", m, n, k)
-    assert_passed(check_scaled_mm(problem, fmt, scaling, "bfloat16", torch_device, rocm_device.backend,
-                                  rocm_device.arch))
+    assert_passed(
+        check_scaled_mm(problem, fmt, scaling, "bfloat16", torch_device, rocm_device.backend, rocm_device.arch)
+    )
 
 
 @pytest.mark.parametrize("backend", CANDIDATE_BACKENDS)

@@ -31,4 +31,3 @@ def test_tiny_model_takes_a_training_step_that_lowers_its_loss(model_builder, na
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     assert losses[-1] < losses[0], f"{name}: loss did not fall over 3 steps on one batch: {losses}"
-

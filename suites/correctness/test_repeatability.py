@@ -24,7 +24,9 @@ def sustained_seconds(rocm_device) -> float:
 
 
 def _gpu(rocm_device) -> str:
-    return f"GPU {rocm_device.index} ({rocm_device.torch_device}, {rocm_device.name})" if rocm_device.is_gpu else "the CPU"
+    return (
+        f"GPU {rocm_device.index} ({rocm_device.torch_device}, {rocm_device.name})" if rocm_device.is_gpu else "the CPU"
+    )
 
 
 def _settle(result: repeatability.RepeatResult, what: str, rocm_device, record_rocm_metric, name: str) -> None:
@@ -36,18 +38,24 @@ def _settle(result: repeatability.RepeatResult, what: str, rocm_device, record_r
         fail_as("hardware", result.mismatch.describe(what, _gpu(rocm_device)))
 
 
-def test_gemm_repeatability_under_sustained_load(rocm_device, torch_device, sustained_seconds, record_rocm_metric) -> None:
+def test_gemm_repeatability_under_sustained_load(
+    rocm_device, torch_device, sustained_seconds, record_rocm_metric
+) -> None:
     size, dtype = (8192, torch.bfloat16) if rocm_device.is_gpu else (64, torch.float32)
     run = repeatability.gemm_workload(torch_device, size, dtype)
     result = repeatability.repeat_until(run, sustained_seconds)
     _settle(result, f"{size}x{size}x{size} {dtype} GEMM", rocm_device, record_rocm_metric, "gemm")
 
 
-def test_attention_repeatability_under_sustained_load(rocm_device, torch_device, sustained_seconds, record_rocm_metric) -> None:
+def test_attention_repeatability_under_sustained_load(
+    rocm_device, torch_device, sustained_seconds, record_rocm_metric
+) -> None:
     shape, dtype = ((8, 32, 4096, 128), torch.bfloat16) if rocm_device.is_gpu else ((1, 2, 16, 8), torch.float32)
     run = repeatability.attention_workload(torch_device, shape, dtype)
     result = repeatability.repeat_until(run, sustained_seconds)
-    _settle(result, f"causal SDPA forward {'x'.join(map(str, shape))} {dtype}", rocm_device, record_rocm_metric, "attention")
+    _settle(
+        result, f"causal SDPA forward {'x'.join(map(str, shape))} {dtype}", rocm_device, record_rocm_metric, "attention"
+    )
 
 
 def test_memory_pattern_over_most_of_the_free_device_memory(rocm_device, torch_device, record_rocm_metric) -> None:
@@ -58,7 +66,9 @@ def test_memory_pattern_over_most_of_the_free_device_memory(rocm_device, torch_d
         total, chunk = repeatability.CI_MEMORY_BYTES, repeatability.CI_MEMORY_BYTES // 4
     chunks = repeatability.memory_chunks(torch_device, total, chunk)
     if not chunks:
-        pytest.skip(f"needs {chunk / 2**20:.0f} MiB of free device memory for one chunk, found {total / 2**20:.0f} MiB to use")
+        pytest.skip(
+            f"needs {chunk / 2**20:.0f} MiB of free device memory for one chunk, found {total / 2**20:.0f} MiB to use"
+        )
     checked = sum(c.numel() * 4 for c in chunks)
     mismatch = repeatability.memory_pattern(chunks)
     record_rocm_metric("memory_pattern.checked_gib", checked / 2**30, "GiB")

@@ -23,10 +23,13 @@ from rocm_validate.errors import BackendRefused
 
 @pytest.mark.parametrize("backend", CANDIDATE_BACKENDS)
 @pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("case_name", [pytest.param(name, marks=pytest.mark.rocm_level("quick")) if name == "plain" else name
-                                       for name in NAMED_CASES])
-def test_sdpa_backend_matches_the_float64_golden(rocm_device, torch_device, backend, head_dim, case_name,
-                                                 attention_dtype):
+@pytest.mark.parametrize(
+    "case_name",
+    [pytest.param(name, marks=pytest.mark.rocm_level("quick")) if name == "plain" else name for name in NAMED_CASES],
+)
+def test_sdpa_backend_matches_the_float64_golden(
+    rocm_device, torch_device, backend, head_dim, case_name, attention_dtype
+):
     reason = attention_skip_reason(backend, rocm_device)
     if reason:
         pytest.skip(reason)

@@ -34,6 +34,12 @@ def test_pinned_host_transfer_bandwidth(perf, torch_device, direction: str) -> N
     device = _random_bytes(HOST_COPY_BYTES, torch_device)
     source, target = (host, device) if direction == "h2d" else (device, host)
     measured = perf.measure(lambda: target.copy_(source, non_blocking=True))
-    perf.throughput(f"copy.{direction}.pinned.{HOST_COPY_BYTES // MIB}mib", measured, float(HOST_COPY_BYTES), "GB/s", peak="host_link")
+    perf.throughput(
+        f"copy.{direction}.pinned.{HOST_COPY_BYTES // MIB}mib",
+        measured,
+        float(HOST_COPY_BYTES),
+        "GB/s",
+        peak="host_link",
+    )
     torch.cuda.synchronize()
     assert torch.equal(target[-4096:].cpu(), source[-4096:].cpu()), f"the timed {direction} copy did not copy"

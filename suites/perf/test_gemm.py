@@ -44,8 +44,12 @@ def _check_tile(product: Any, a: Any, b: Any, tolerance: float) -> None:
 @pytest.mark.parametrize(
     "dtype, case",
     [
-        pytest.param(dtype, case, id=f"{dtype}-{case.label}",
-                     marks=[pytest.mark.rocm_level("quick")] if (dtype, case.label) == ("bf16", "square-8192") else [])
+        pytest.param(
+            dtype,
+            case,
+            id=f"{dtype}-{case.label}",
+            marks=[pytest.mark.rocm_level("quick")] if (dtype, case.label) == ("bf16", "square-8192") else [],
+        )
         for dtype in GEMM_DTYPES
         for case in GEMM_BENCHMARKS
     ],

@@ -18,7 +18,8 @@ casts at training shapes, not the FP8 speedup of the stack (0.87x on the H100: e
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -143,8 +144,9 @@ def _fp8_twin(rocm_device, llama: TrainingSetup, name: str) -> tuple[Fp8Recipe, 
     return recipe, twin
 
 
-def _compare_with_compiled_bf16(perf, llama: TrainingSetup, name: str, fp8_step: Callable[[], Any],
-                                compiled_step: Callable[[], Any]) -> None:
+def _compare_with_compiled_bf16(
+    perf, llama: TrainingSetup, name: str, fp8_step: Callable[[], Any], compiled_step: Callable[[], Any]
+) -> None:
     """Time the FP8 step interleaved with the compiled bf16 step; record the speedup and its figures."""
     fp8_step()  # compiles, where the model is compiled, before the timing's warm-up
     measured = perf.measure_interleaved({"bf16": compiled_step, "fp8": fp8_step}, **INTERLEAVED_PLANS[perf.scale])
@@ -160,8 +162,9 @@ def test_llama_decoder_compiled_training_step(perf, llama: TrainingSetup, compil
 
 @pytest.mark.requires_gpu
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_llama_decoder_torchao_fp8_training_step(perf, rocm_device, llama: TrainingSetup, compiled_step,
-                                                 recipe: str) -> None:
+def test_llama_decoder_torchao_fp8_training_step(
+    perf, rocm_device, llama: TrainingSetup, compiled_step, recipe: str
+) -> None:
     import torch
 
     _, twin = _fp8_twin(rocm_device, llama, recipe)
@@ -186,8 +189,9 @@ class _Optimizers:
 
 @pytest.mark.requires_gpu
 @pytest.mark.parametrize("recipe", TE_RECIPES)
-def test_llama_decoder_transformer_engine_fp8_training_step(perf, rocm_device, llama: TrainingSetup, compiled_step,
-                                                            recipe: str) -> None:
+def test_llama_decoder_transformer_engine_fp8_training_step(
+    perf, rocm_device, llama: TrainingSetup, compiled_step, recipe: str
+) -> None:
     """Eager, as Transformer Engine runs; its linears hold copies of the weights, so they get an
     AdamW of their own beside the model's (which skips the unused originals)."""
     import torch
@@ -208,5 +212,6 @@ def test_llama_decoder_transformer_engine_fp8_training_step(perf, rocm_device, l
             with forward_context(chosen):
                 return self.inner(**batch)
 
-    _compare_with_compiled_bf16(perf, llama, recipe, training_step(UnderRecipe(), llama.batch, optimizer),
-                                compiled_step)
+    _compare_with_compiled_bf16(
+        perf, llama, recipe, training_step(UnderRecipe(), llama.batch, optimizer), compiled_step
+    )

@@ -64,7 +64,9 @@ def test_no_gpu_error_counter_rose_during_the_run(host, preflight, ras_at_start)
     """Runs after every other test of the session: the counters read at the start, read again."""
     _needs_gpus(host)
     if not ras_at_start.taken:
-        pytest.skip("needs the error counters read at the start of the run in this process, found none "
-                    "(the start check was deselected, skipped, or ran in another xdist worker: run preflight with -n 0)")
+        pytest.skip(
+            "needs the error counters read at the start of the run in this process, found none "
+            "(the start check was deselected, skipped, or ran in another xdist worker: run preflight with -n 0)"
+        )
     counts, problems = ras.read_counts(list(host.gpus))
     preflight(checks.ras_rise(ras_at_start.counts, counts), [checks.skipped("ras_unchanged", p) for p in problems])
