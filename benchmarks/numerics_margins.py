@@ -3,9 +3,11 @@
     pytest --rocm-suite=correctness --rocm-report=report.json
     python benchmarks/numerics_margins.py report.json [--out margins.json]
 
-For every family (the check name up to its '[' details, e.g. 'sdpa.flash.grad_q'), the worst
-healthy value of each statistic the tolerance table bounds: element ratio (vs k), norm ratio
-(vs k_norm), lowest SQNR (vs min_sqnr_db), largest bias (vs max_bias). These are the numbers the
+For every family (the check name up to its '[' details, e.g. 'sdpa.flash.grad_q', and the precision
+its error model judged it in), the worst healthy value of each statistic the tolerance table bounds:
+element ratio (vs k), norm ratio (vs k_norm), lowest SQNR (vs min_sqnr_db), the worst element
+against the error model (model ratio, vs 1), the error norm against the model (vs 1) and the largest
+lean (in ulps of the precision, and relative, vs the allowed lean). These are the numbers the
 table's rows are set from (docs/correctness.md).
 """
 
@@ -24,19 +26,39 @@ def family(check: str) -> str:
     return name.split("[", 1)[0]
 
 
+STATISTICS = (
+    ("ratio", max),
+    ("norm_ratio", max),
+    ("sqnr_db", min),
+    ("model_ratio", max),
+    ("model_norm_ratio", max),
+    ("lean_ulps", max),
+)
+BOUNDS = ("k", "k_norm", "min_sqnr_db", "allowed_lean")
+
+
 def summarize(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for test in report["tests"]:
         for check in test.get("numerics", []):
-            row = rows.setdefault(family(check["check"]), {"checks": 0, "failed": 0})
+            name = family(check["check"])
+            if check.get("precision"):
+                name = f"{name} {check['precision']}"
+            row = rows.setdefault(name, {"checks": 0, "failed": 0})
             row["checks"] += 1
             row["failed"] += 0 if check["passed"] else 1
-            for key, pick in (("ratio", max), ("norm_ratio", max), ("sqnr_db", min), ("bias", max)):
+            for key, pick in STATISTICS:
                 if check.get(key) is not None:
                     row[key] = pick(row.get(key, check[key]), check[key])
-            for key in ("k", "k_norm", "min_sqnr_db", "max_bias"):
+            if check.get("lean") is not None and abs(check["lean"]) >= abs(row.get("lean", 0.0)):
+                row["lean"] = check["lean"]
+            for key in BOUNDS:
                 row[key] = check.get(key)
     return dict(sorted(rows.items()))
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = summarize(report)
     device = report.get("device") or {}
     print(f"{device.get('name')} ({device.get('arch')}), torch {device.get('torch_version')}")
-    print(f"{'family':40} {'n':>4} {'fail':>4} {'ratio/k':>14} {'norm/k_norm':>16} {'sqnr/min':>14} {'bias/max':>12}")
+    print(
+        f"{'family':52} {'n':>4} {'fail':>4} {'ratio/k':>14} {'norm/k_norm':>16} {'sqnr/min':>14} "
+        f"{'model':>7} {'m.norm':>7} {'lean/allowed':>18}"
+    )
     for name, row in rows.items():
 
         def pair(value: str, bound: str, row: dict = row) -> str:
@@ -56,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
             return f"{'-' if v is None else f'{v:.3g}'}/{'-' if b is None else f'{b:g}'}"
 
         print(
-            f"{name:40} {row['checks']:4} {row['failed']:4} {pair('ratio', 'k'):>14} {pair('norm_ratio', 'k_norm'):>16} "
-            f"{pair('sqnr_db', 'min_sqnr_db'):>14} {pair('bias', 'max_bias'):>12}"
+            f"{name:52} {row['checks']:4} {row['failed']:4} {pair('ratio', 'k'):>14} {pair('norm_ratio', 'k_norm'):>16} "
+            f"{pair('sqnr_db', 'min_sqnr_db'):>14} {_value(row.get('model_ratio')):>7} "
+            f"{_value(row.get('model_norm_ratio')):>7} {pair('lean', 'allowed_lean'):>18}"
         )
     if args.out:
         args.out.write_text(json.dumps({"device": device, "families": rows}, indent=2, sort_keys=True) + "\n")

@@ -174,6 +174,18 @@ def _scaled_mm_rule_reason(device: DeviceInfo, scaling: str, where: str) -> str 
     return None
 
 
+def block_skip_reason(block: str, dtype: str, device: DeviceInfo, cpu_low_precision_grads: bool) -> str | None:
+    """Why a building block is not checked in `dtype` here: PyTorch's CPU embedding backward adds
+    repeated indices' gradients in the dtype itself (1000 rows of 0.01 sum to 4.0 in bf16), a
+    platform limit of the CPU kernel, not a fault of this node."""
+    if device.is_gpu or dtype not in ("bfloat16", "float16") or cpu_low_precision_grads:
+        return None
+    return (
+        f"needs a {block} backward that accumulates {dtype} gradients in float32, found the CPU kernel "
+        f"accumulating in {dtype} ({device.name}); {dtype} training on the CPU is not validated"
+    )
+
+
 def library_skip_reason(missing: LibraryMissing, purpose: str) -> str:
     """An optional library (apex, torchao, Transformer Engine) that is not installed."""
     install = f"; install it with: {missing.install}" if missing.install else ""

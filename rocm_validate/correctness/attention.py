@@ -7,13 +7,15 @@ grad_q error reaches 15 dB below the signal on an H100, too close to a halved gr
 bound to tell them apart. PyTorch's fudge factors still bound each element (they were set on
 harder inputs); the norm bound and the SQNR floor catch a wrong gradient spread over the tensor.
 The candidate runs under `sdpa_kernel([backend])`; the low-precision reference is the math
-backend in the same dtype; the golden is the math backend on float64 copies. A backend that
+backend in the same dtype; the golden is computed in float64 from the definition. A backend that
 refuses a case raises `BackendRefused` with PyTorch's reasons (the test skips); a backend that
-runs and is wrong fails its comparison.
+runs and is wrong fails its comparison. The golden is attention's definition in float64, written
+out (`golden_attention`), so a bug in scaled_dot_product_attention itself cannot reach it.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -192,17 +194,63 @@ def run_sdpa(backend: str, inputs: AttentionInputs) -> tuple[torch.Tensor, ...]:
     return (out.detach(), *grads)
 
 
+def _scores(inputs: AttentionInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled scores with the mask applied (-inf where masked), and |scores| before masking plus
+    |mask|: the terms each score is made of."""
+    scale = 1.0 / math.sqrt(inputs.q.shape[-1])
+    scores = inputs.q @ inputs.k.transpose(-2, -1) * scale
+    terms = inputs.q.abs() @ inputs.k.abs().transpose(-2, -1) * scale
+    keep = torch.ones_like(scores, dtype=torch.bool)
+    if inputs.is_causal:
+        keep = keep & torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+    if inputs.mask is not None and inputs.mask.dtype == torch.bool:
+        keep = keep & inputs.mask
+    elif inputs.mask is not None:
+        scores = scores + inputs.mask
+        terms = terms + inputs.mask.abs()
+    return scores.masked_fill(~keep, -math.inf), terms.masked_fill(~keep, 0.0)
+
+
+def golden_attention(inputs: AttentionInputs) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """Attention by its definition in float64 (softmax(q k^T / sqrt(d) + mask) v, with autograd
+    for the gradients), never through scaled_dot_product_attention, and each output's magnitude:
+    with w = p (1 + |s - max s| + |q||k|^T / sqrt(d)), the terms an element is made of, out ~ w |v|,
+    grad_v ~ w^T |dO|, dS ~ w (|dO| |v|^T + rowsum(|dO| out~)), grad_q ~ dS~ |k| / sqrt(d),
+    grad_k ~ dS~^T |q| / sqrt(d)."""
+    high = upcast(inputs)
+    scores, terms = _scores(high)
+    probs = torch.softmax(scores, dim=-1)
+    out = probs @ high.v
+    grads = torch.autograd.grad(out, (high.q, high.k, high.v), high.upstream)
+    with torch.no_grad():
+        p = probs.detach()
+        spread = (scores.detach() - scores.detach().amax(-1, keepdim=True)).abs()
+        w = torch.where(p > 0, p * (1 + spread + terms), torch.zeros_like(p))
+        d_out = high.upstream.abs()
+        size_out = w @ high.v.detach().abs()
+        size_scores = w * (d_out @ high.v.detach().abs().transpose(-2, -1) + (d_out * size_out).sum(-1, keepdim=True))
+        scale = 1.0 / math.sqrt(high.q.shape[-1])
+        sizes = (
+            size_out,
+            size_scores @ high.k.detach().abs() * scale,
+            size_scores.transpose(-2, -1) @ high.q.detach().abs() * scale,
+            w.transpose(-2, -1) @ d_out,
+        )
+    return (out.detach(), *grads), sizes
+
+
 def check_attention(
     case: AttentionCase, backend: str, device: Any, platform: str, arch: str, seed: int = 0
 ) -> list[Comparison]:
-    """Compare `backend` with the float64 math golden on `case`: output and the three gradients.
+    """Compare `backend` with the float64 golden on `case`: output and the three gradients, each
+    bounded by its row's error model and measured against the math backend in the same dtype.
 
     platform: "cpu", "cuda" or "rocm"; arch: the device arch, for the tolerance table.
     """
     inputs = make_inputs(case, device, seed)
     candidate = run_sdpa(backend, inputs)
     reference = run_sdpa("math", inputs)
-    golden = run_sdpa("math", upcast(inputs))
+    golden, sizes = golden_attention(inputs)
     library = rocm_flash_library() if platform == "rocm" else ""
     return [
         compare(
@@ -211,6 +259,8 @@ def check_attention(
             golden[i],
             tolerance_for(f"sdpa.{backend}.{part}", platform, arch, library, seq_k=case.seq_k),
             reference[i],
+            magnitude=sizes[i],
+            terms=case.seq_k if part != "grad_k" and part != "grad_v" else case.seq_q,
         )
         for i, part in enumerate(PARTS)
     ]

@@ -9,9 +9,12 @@ or the golden correctly rounded). The candidate passes when
   over many elements, such as a halved gradient, fails here);
 * it has no NaN or Inf where the golden is finite;
 * its SQNR reaches the tolerance's minimum, if it has one;
-* its systematic error (mean signed error, and mean error towards zero) is no larger than
-  max_bias x the reference's RMS error, or not statistically significant: rounding the wrong way
-  stays within an ulp per element, but every error leans one way and accumulates in training.
+* it is no farther from the golden than correct arithmetic in its precision can be, by the row's
+  `ErrorModel` (`rocm_validate.correctness.error_model`): every element, the error norm, and the
+  lean (mean signed error and mean error away from zero, over mean|golden|, in ulps of the
+  precision, when statistically significant). This bound needs no reference, so a bug in a kernel
+  the candidate and the reference share cannot hide behind their ratio; the lean sees a
+  systematic change (a 0.1% scale, rounding the wrong way) far below one rounding per element.
 
 See `rocm_validate.correctness.tolerances` for the numbers. The result is a frozen `Comparison`
 whose `message()` is shaped like `torch.testing.assert_close`'s: mismatch count, the worst
@@ -28,10 +31,39 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rocm_validate.correctness.error_model import (
+    ErrorModel,
+    growth,
+    underflow,
+    unit_roundoff,
+)
 from rocm_validate.correctness.tolerances import Tolerance
 
 if TYPE_CHECKING:
     import torch
+
+
+@dataclass(frozen=True)
+class ModelJudgement:
+    """How the candidate stands against its row's error model (float64 golden, no reference)."""
+
+    precision: str  # the dtype whose unit roundoff the model is written in
+    unit: float  # that unit roundoff u
+    ratio: float = 0.0  # max over elements of |c - g| / bound; above 1 fails
+    mismatches: int = 0  # elements beyond their bound
+    worst_index: tuple[int, ...] = ()
+    worst_bound: float = math.nan  # the bound at the worst element
+    norm_ratio: float | None = None  # ||c - g|| / (norm u ||g||); None without a norm bound
+    lean: float = 0.0  # the larger significant systematic error, over mean|golden| (signed)
+    lean_direction: str = ""  # "high", "low", "away from zero" or "towards zero"
+    lean_sigmas: float = 0.0  # how many standard errors the lean lies from zero
+
+    @property
+    def lean_ulps(self) -> float:
+        return abs(self.lean) / self.unit if self.unit else 0.0
+
+    def lean_ok(self, model: ErrorModel) -> bool:
+        return abs(self.lean) <= model.allowed_lean(self.precision)
 
 
 @dataclass(frozen=True)
@@ -57,9 +89,7 @@ class Comparison:
     norm_error: float = math.nan  # ||candidate - golden||_2 over finite golden entries
     reference_norm_error: float | None = None
     allowed_norm: float | None = None  # the bound the error norm must meet; None without k_norm
-    bias: float = 0.0  # the larger systematic error, over the reference's RMS error (0 when not significant)
-    bias_direction: str = ""  # "high", "low", "towards zero" or "away from zero"
-    bias_sigmas: float = 0.0  # how many standard errors the systematic error lies from zero
+    model: ModelJudgement | None = None  # the absolute test against float64; None for exact rows
     problem: str = ""  # a structural failure (shape mismatch) that makes the numbers meaningless
 
     @property
@@ -80,12 +110,22 @@ class Comparison:
         return self.allowed_norm is None or self.norm_error <= self.allowed_norm
 
     @property
-    def bias_ok(self) -> bool:
-        return self.tolerance.max_bias is None or self.bias <= self.tolerance.max_bias
+    def model_ok(self) -> bool:
+        """Within the error model: every element, the norm (when bounded) and the lean."""
+        judged = self.model
+        if judged is None:
+            return True
+        within_norm = judged.norm_ratio is None or judged.norm_ratio <= 1.0
+        return judged.mismatches == 0 and within_norm and self.lean_ok
+
+    @property
+    def lean_ok(self) -> bool:
+        model = self.tolerance.model
+        return self.model is None or model is None or self.model.lean_ok(model)
 
     @property
     def passed(self) -> bool:
-        return not self.problem and self.mismatches == 0 and self.sqnr_ok and self.norm_ok and self.bias_ok
+        return not self.problem and self.mismatches == 0 and self.sqnr_ok and self.norm_ok and self.model_ok
 
     def headline(self) -> str:
         if self.problem:
@@ -94,18 +134,29 @@ class Comparison:
             return "the candidate has NaN or Inf where the golden is finite"
         if self.mismatches:
             return "the candidate differs from the golden beyond tolerance"
+        judged, model = self.model, self.tolerance.model
+        if judged is not None and model is not None and judged.mismatches:
+            return (
+                f"the candidate is farther from float64 than correct {judged.precision} arithmetic can be: "
+                f"{judged.mismatches} elements beyond the error model, the worst {judged.ratio:.3g} x its bound"
+            )
         if not self.norm_ok:
             return (
                 f"the candidate's error norm {self.norm_error:.3g} exceeds the allowed {self.allowed_norm:.3g} "
                 f"({self.tolerance.k_norm:g} x the reference's {self.reference_norm_error:.3g})"
             )
+        if judged is not None and judged.norm_ratio is not None and judged.norm_ratio > 1.0:
+            return (
+                f"the candidate's error norm is {judged.norm_ratio:.3g} x what correct {judged.precision} "
+                "arithmetic allows"
+            )
         if not self.sqnr_ok:
             return f"SQNR {_db(self.sqnr_db)} is below the required {self.tolerance.min_sqnr_db:g} dB"
-        if not self.bias_ok:
+        if judged is not None and model is not None and not self.lean_ok:
             return (
-                f"the candidate's errors lean {self.bias_direction}: a systematic error of {self.bias:.2f} x the "
-                f"reference's RMS error ({self.bias_sigmas:.0f} standard errors from zero), more than the "
-                f"{self.tolerance.max_bias:g} allowed"
+                f"the candidate leans {judged.lean_direction} by {100 * abs(judged.lean):.3g}% of |golden| "
+                f"({judged.lean_ulps:.3g} ulp of {judged.precision}, {judged.lean_sigmas:.0f} standard errors "
+                f"from zero; allowed {_percent(model.allowed_lean(judged.precision))})"
             )
         return "within tolerance"
 
@@ -113,7 +164,7 @@ class Comparison:
         """assert_close-shaped report of this comparison."""
         lines = [f"{self.check}: {self.headline()}"]
         if self.problem:
-            return "\n".join(lines + [f"Tolerance: {self.tolerance.describe()}"])
+            return "\n".join([*lines, f"Tolerance: {self.tolerance.describe()}"])
         percent = 100.0 * self.mismatches / self.numel if self.numel else 0.0
         lines.append(f"Mismatched elements: {self.mismatches} / {self.numel} ({percent:.1f}%)")
         allowed = "" if self.allowed is None else f"; allowed up to {self.allowed:.3g}"
@@ -128,17 +179,34 @@ class Comparison:
                 f"Error norm: candidate {self.norm_error:.3g}, reference {_number(self.reference_norm_error)}, "
                 f"allowed {self.allowed_norm:.3g} (k_norm = {self.tolerance.k_norm:g})"
             )
-        if self.tolerance.max_bias is not None:
-            lines.append(
-                f"Systematic error: {self.bias:.3g} x the reference's RMS error, leaning {self.bias_direction or 'nowhere'} "
-                f"({self.bias_sigmas:.1f} standard errors; allowed {self.tolerance.max_bias:g})"
-            )
+        lines.extend(self._model_lines())
         required = "" if self.tolerance.min_sqnr_db is None else f" (needs >= {self.tolerance.min_sqnr_db:g} dB)"
         reference = "" if self.reference_sqnr_db is None else f", reference {_db(self.reference_sqnr_db)}"
         lines.append(f"SQNR against the golden: candidate {_db(self.sqnr_db)}{reference}{required}")
         lines.append(f"Non-finite in the candidate where the golden is finite: {self.nonfinite}")
         lines.append(f"Tolerance: {self.tolerance.describe()}")
         return "\n".join(lines)
+
+    def _model_lines(self) -> list[str]:
+        judged, model = self.model, self.tolerance.model
+        if judged is None or model is None:
+            return []
+        lines = []
+        if model.rounding is not None:
+            lines.append(
+                f"Against the {judged.precision} error model: {judged.mismatches} / {self.numel} elements beyond "
+                f"their bound; the worst at index {judged.worst_index} is {judged.ratio:.3g} x its bound "
+                f"{judged.worst_bound:.3g}"
+            )
+        if judged.norm_ratio is not None:
+            lines.append(f"Error norm against the model: {judged.norm_ratio:.3g} x the allowed {model.norm:g} u ||g||")
+        direction = judged.lean_direction or "nowhere significant"
+        lines.append(
+            f"Lean: {100 * abs(judged.lean):.3g}% of |golden| {direction} = {judged.lean_ulps:.3g} ulp of "
+            f"{judged.precision} ({judged.lean_sigmas:.1f} standard errors; allowed "
+            f"{_percent(model.allowed_lean(judged.precision))})"
+        )
+        return lines
 
     def _error_line(self) -> str:
         tol = self.tolerance
@@ -153,6 +221,10 @@ class Comparison:
             f"ratio {ratio:.3g} (k = {tol.k:g}); allowed {self.allowed:.3g} = max({floor}, "
             f"{tol.k:g} x {self.reference_error:.3g})"
         )
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.3g}%"
 
 
 def _number(value: float | None) -> str:
@@ -203,17 +275,29 @@ def _max_error(golden: torch.Tensor, other: torch.Tensor, finite: torch.Tensor) 
     return float((other[both] - golden[both]).abs().max())
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """'torch.bfloat16' -> 'bfloat16'."""
+    return str(dtype).removeprefix("torch.")
+
+
 def compare(
     check: str,
     candidate: torch.Tensor,
     golden: torch.Tensor,
     tolerance: Tolerance,
     reference: torch.Tensor | None = None,
+    *,
+    magnitude: torch.Tensor | None = None,
+    terms: int = 1,
 ) -> Comparison:
-    """Compare `candidate` with `golden` under `tolerance`, measured against `reference`.
+    """Compare `candidate` with `golden` under `tolerance`, measured against `reference` and
+    bounded by the row's error model.
 
     All arithmetic is float64 on the golden's device. Where the golden is NaN the candidate must
     be NaN; where it is +-Inf, the same infinity; where it is finite, a finite value within the bound.
+    magnitude: per element, the sum of the absolute values of the terms that make the golden
+    (broadcastable to it; default max|golden|), which scales the model's accumulated error;
+    terms: how many terms each element accumulates (K of a GEMM, the row length of a norm).
     """
     import torch
 
@@ -252,7 +336,10 @@ def compare(
         count = int(finite.sum())
         floor = tolerance.atol * math.sqrt(count) + tolerance.rtol * float(torch.linalg.vector_norm(g[finite]))
         allowed_norm = max(floor, tolerance.k_norm * (reference_norm or 0.0))
-    bias = _systematic_error(g, c, r, both)
+    judged = None
+    if tolerance.model is not None:
+        precision = tolerance.model.precision_of(dtype_name(candidate.dtype))
+        judged = _judge_model(tolerance.model, precision, candidate.dtype, c, g, diff, both, scale, magnitude, terms)
 
     numel = g.numel()
     worst_flat = int(diff.reshape(-1).argmax()) if numel else 0
@@ -279,55 +366,117 @@ def compare(
         norm_error=norm_error,
         reference_norm_error=reference_norm,
         allowed_norm=allowed_norm,
-        bias=bias.ratio,
-        bias_direction=bias.direction,
-        bias_sigmas=bias.sigmas,
+        model=judged,
     )
 
 
-# A systematic error counts when it lies this many standard errors from zero: far beyond chance
-# for the millions of elements a check compares, so only a real lean is ever reported.
-BIAS_SIGMAS = 6.0
+# A lean counts when it lies this many standard errors from zero: far beyond chance for the
+# thousands to millions of elements a check compares, so only a real lean is ever reported.
+LEAN_SIGMAS = 6.0
 
 
-@dataclass(frozen=True)
-class _Bias:
-    ratio: float  # |mean error| over the reference's RMS error; 0 when not significant
-    direction: str
-    sigmas: float
-
-
-_NO_BIAS = _Bias(0.0, "", 0.0)
-
-
-def _systematic_error(g: torch.Tensor, c: torch.Tensor, r: torch.Tensor | None, both: torch.Tensor) -> _Bias:
-    """The larger of two systematic errors of the candidate: its mean signed error (leaning high
-    or low) and its mean error along the golden's sign (leaning towards or away from zero, as
-    truncation does), each in units of the reference's RMS error, counted only when it lies
-    BIAS_SIGMAS standard errors from zero. Without a reference (or an exact one) there is no
-    scale to judge a lean against, and no bias is reported."""
+def _rounded(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The golden correctly rounded to the candidate's dtype (where representable), in float64."""
     import torch
 
-    if r is None:
-        return _NO_BIAS
-    mask = both & torch.isfinite(r)
-    count = int(mask.sum())
+    rounded = g.to(dtype).to(torch.float64)
+    return torch.where(torch.isfinite(rounded), rounded, g)
+
+
+def _judge_model(
+    model: ErrorModel,
+    precision: str,
+    candidate_dtype: torch.dtype,
+    c: torch.Tensor,
+    g: torch.Tensor,
+    diff: torch.Tensor,
+    both: torch.Tensor,
+    scale: float,
+    magnitude: torch.Tensor | None,
+    terms: int,
+) -> ModelJudgement:
+    """The candidate against the model's element, norm and lean bounds (diff: |c - g|, inf where
+    the candidate is wrongly non-finite; both: golden and candidate finite)."""
+    import torch
+
+    u = unit_roundoff(precision)
+    judged = ModelJudgement(precision, u)
+    ratio, mismatches, worst_index, worst_bound = 0.0, 0, (), math.nan
+    if model.rounding is not None and g.numel():
+        m = torch.full_like(g, scale) if magnitude is None else magnitude.to(g).expand_as(g).abs()
+        u_acc = unit_roundoff(model.accumulator_of(precision))
+        bound = (
+            u * (model.rounding * g.abs() + model.spread * m)
+            + u_acc * model.accumulation * growth(model.growth, terms) * m
+            + underflow(precision)
+        )
+        over = torch.where(both | torch.isinf(diff), diff / bound, torch.zeros_like(g))
+        flat = int(over.reshape(-1).argmax())
+        ratio = float(over.reshape(-1)[flat])
+        mismatches = int((over > 1.0).sum())
+        worst_index, worst_bound = _unravel(flat, tuple(g.shape)), float(bound.reshape(-1)[flat])
+    norm_ratio = None
+    if model.norm is not None:
+        signal = float(torch.linalg.vector_norm(g[both])) if bool(both.any()) else 0.0
+        if magnitude is not None:
+            signal = max(signal, float(torch.linalg.vector_norm(magnitude.to(g).expand_as(g))))
+        error = float(torch.linalg.vector_norm(torch.where(both, c - g, 0.0))) if not math.isinf(ratio) else math.inf
+        allowed = model.norm * u * signal + underflow(precision)
+        norm_ratio = error / allowed
+    lean, direction, sigmas = _lean(c, _rounded(g, candidate_dtype), g, both)
+    return ModelJudgement(
+        precision=judged.precision,
+        unit=u,
+        ratio=ratio,
+        mismatches=mismatches,
+        worst_index=worst_index,
+        worst_bound=worst_bound,
+        norm_ratio=norm_ratio,
+        lean=lean,
+        lean_direction=direction,
+        lean_sigmas=sigmas,
+    )
+
+
+def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.Tensor) -> tuple[float, str, float]:
+    """The larger of two systematic errors, each over mean|golden|: the mean signed error (leaning
+    high or low) and the mean error along the golden's sign (away from or towards zero, as a scale
+    or truncation does), counted only when LEAN_SIGMAS standard errors from zero.
+
+    Errors are taken from the golden correctly rounded to the candidate's dtype: a value that
+    repeats (a bf16 input repeats; a target's gradient is the same in every row) rounds the same
+    way every time, and that correct rounding is no lean.
+
+    The standard error treats each row of the last dimension as one sample: the elements of a row
+    share its mean, rstd or log-sum-exp, so their errors are correlated, and counting them as
+    independent would call a healthy row's shared rounding a lean."""
+    import torch
+
+    count = int(both.sum())
     if count < 2:
-        return _NO_BIAS
-    error = (c - g)[mask]
-    reference_rms = float(torch.sqrt(torch.mean(((r - g)[mask]) ** 2)))
-    if reference_rms == 0:
-        return _NO_BIAS
-    worst = _NO_BIAS
+        return 0.0, "", 0.0
+    size = float(g[both].abs().mean())
+    if size == 0:
+        return 0.0, "", 0.0
+    rows = g.reshape(-1, g.shape[-1]) if g.dim() >= 2 else g.reshape(-1, 1)
+    mask = both.reshape(rows.shape)
+    error = torch.where(mask, c.reshape(rows.shape) - rounded.reshape(rows.shape), 0.0)
+    per_row = mask.sum(-1)
+    used = per_row > 0
+    worst = (0.0, "", 0.0)
     for values, directions in (
         (error, ("high", "low")),
-        (error * torch.sign(g[mask]), ("away from zero", "towards zero")),
+        (error * torch.sign(rows), ("away from zero", "towards zero")),
     ):
-        mean = float(values.mean())
-        standard_error = float(values.std()) / math.sqrt(count)
+        mean = float(values.sum()) / count
+        row_means = values.sum(-1)[used] / per_row[used]
+        samples = int(used.sum())
+        if samples < 2:
+            continue
+        standard_error = float(row_means.std()) / math.sqrt(samples)
         sigmas = math.inf if standard_error == 0 else abs(mean) / standard_error
-        if mean != 0 and sigmas >= BIAS_SIGMAS and abs(mean) / reference_rms > worst.ratio:
-            worst = _Bias(abs(mean) / reference_rms, directions[0] if mean > 0 else directions[1], sigmas)
+        if mean != 0 and sigmas >= LEAN_SIGMAS and abs(mean) / size > abs(worst[0]):
+            worst = (mean / size, directions[0] if mean > 0 else directions[1], sigmas)
     return worst
 
 
@@ -344,9 +493,13 @@ def margins(comparison: Comparison) -> dict[str, Any]:
     def finite(value: float | None) -> float | None:
         return None if value is None or not math.isfinite(value) else round(value, 4)
 
+    def significant(value: float | None) -> float | None:
+        return None if value is None or not math.isfinite(value) else float(f"{value:.3g}")
+
     norm_ratio = None
     if comparison.reference_norm_error:
         norm_ratio = comparison.norm_error / comparison.reference_norm_error
+    judged = comparison.model
     return {
         "check": comparison.check,
         "passed": comparison.passed,
@@ -357,8 +510,14 @@ def margins(comparison: Comparison) -> dict[str, Any]:
         "sqnr_db": finite(comparison.sqnr_db),
         "reference_sqnr_db": finite(comparison.reference_sqnr_db),
         "min_sqnr_db": tol.min_sqnr_db,
-        "bias": finite(comparison.bias),
-        "max_bias": tol.max_bias,
+        "precision": None if judged is None else judged.precision,
+        "model_ratio": None
+        if judged is None or tol.model is None or tol.model.rounding is None
+        else finite(judged.ratio),
+        "model_norm_ratio": None if judged is None else finite(judged.norm_ratio),
+        "lean": None if judged is None else significant(judged.lean),
+        "lean_ulps": None if judged is None else finite(judged.lean_ulps),
+        "allowed_lean": None if judged is None or tol.model is None else tol.model.allowed_lean(judged.precision),
     }
 
 

@@ -155,11 +155,13 @@ def fp8_operands(problem: GemmProblem, fmt: Fp8Format, rowwise: bool, device: An
     return Fp8Operands(fp8.quantize(a, a_scale, fmt), fp8.quantize(w, w_scale, fmt), a_scale.reciprocal(), w_inv, a, w)
 
 
-def emulate(ops: Fp8Operands, dtype: torch.dtype) -> torch.Tensor:
-    """(A * a_inv) @ (W * w_inv)^T computed in `dtype` from the FP8 values."""
+def emulate(ops: Fp8Operands, dtype: torch.dtype, magnitude: bool = False) -> torch.Tensor:
+    """(A * a_inv) @ (W * w_inv)^T computed in `dtype` from the FP8 values; with `magnitude`,
+    |A * a_inv| @ |W * w_inv|^T, the terms each element sums (the error model's scale)."""
     w_inv = ops.w_inv.reshape(-1, 1) if ops.w_inv.dim() else ops.w_inv
     a, w = ops.a.float().to(dtype), ops.w.float().to(dtype)  # FP8 upcasts exactly to float32
-    return (a * ops.a_inv.to(dtype)) @ (w * w_inv.to(dtype)).t()
+    a, w = a * ops.a_inv.to(dtype), w * w_inv.to(dtype)
+    return a.abs() @ w.abs().t() if magnitude else a @ w.t()
 
 
 def run_scaled_mm(ops: Fp8Operands, out_dtype: torch.dtype, layout: str = "contiguous") -> torch.Tensor:
@@ -201,6 +203,8 @@ def check_scaled_mm(
             golden,
             tolerance_for(f"scaled_mm.emulation.{out_dtype}", platform, arch),
             reference,
+            magnitude=emulate(ops, torch.float64, magnitude=True),
+            terms=problem.k,
         ),
         compare(
             f"scaled_mm.quantization {label}",

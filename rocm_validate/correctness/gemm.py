@@ -1,7 +1,8 @@
 """Dense GEMM checks: torch's linear layer through the device BLAS against a float64 golden.
 
 Candidate: F.linear(x, W, b) in the test dtype (the GEMM plus its bias epilogue, as layers run it).
-Golden: the same in float64 on the device. Reference: the golden correctly rounded to the dtype,
+Golden: x W^T + b in float64 on the device (a matmul, not F.linear); its magnitude |x||W|^T + |b|
+scales the error model's accumulation over K. Reference: the golden correctly rounded to the dtype,
 the best any kernel can do, so the check needs no second GEMM library and cannot share a bug
 with the candidate. The fp32 factor allows for accumulation over K (a CPU BLAS measures up to
 22x the rounding error); an fp32 GEMM silently running in TF32 is thousands of times worse.
@@ -31,7 +32,7 @@ def check_linear(problem: GemmProblem, dtype: str, device: Any, platform: str, a
     torch_dtype = getattr(torch, dtype)
     x, w, b = _operands(problem, torch_dtype, device, seed)
     candidate = F.linear(x, w, b)
-    golden = F.linear(x.double(), w.double(), b.double())
+    golden = x.double() @ w.double().t() + b.double()
     reference = golden.to(torch_dtype)
     return compare(
         f"gemm.{dtype} [{problem.describe()}]",
@@ -39,6 +40,8 @@ def check_linear(problem: GemmProblem, dtype: str, device: Any, platform: str, a
         golden,
         tolerance_for(f"gemm.{dtype}", platform, arch),
         reference,
+        magnitude=x.double().abs() @ w.double().abs().t() + b.double().abs(),
+        terms=problem.k,
     )
 
 

@@ -94,6 +94,11 @@ def attention_dtypes(backend: str) -> tuple[str, ...]:
     return ("float32",) if backend == "cpu" else ("bfloat16", "float16")
 
 
+def block_dtypes(backend: str) -> tuple[str, ...]:
+    """Building blocks run in fp32, bf16 and fp16 on GPUs; fp32 and bf16 on the CPU."""
+    return ("float32", "bfloat16") if backend == "cpu" else ("float32", "bfloat16", "float16")
+
+
 def training_dtype(backend: str) -> str:
     """The dtype compiled and optimizer checks train in: bf16 on GPUs, fp32 on the CPU."""
     return "float32" if backend == "cpu" else "bfloat16"

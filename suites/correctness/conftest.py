@@ -13,13 +13,37 @@ import pytest
 from rocm_validate.core.session import run_state
 from rocm_validate.correctness.compare import margins, recording_comparisons
 from rocm_validate.results.metrics import NUMERICS_PROPERTY
-from rocm_validate.workloads.shapes import attention_dtypes, gemm_dtypes
+from rocm_validate.workloads.shapes import attention_dtypes, block_dtypes, gemm_dtypes
+
+# Building-block cases that also run at the quick level.
+QUICK_BLOCKS = {("layer_norm", "bfloat16"), ("gelu", "float32"), ("softmax", "bfloat16")}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    for name, dtypes in (("attention_dtype", attention_dtypes), ("gemm_dtype", gemm_dtypes)):
+    backend = run_state(metafunc.config).device().backend
+    for name, dtypes in (
+        ("attention_dtype", attention_dtypes),
+        ("gemm_dtype", gemm_dtypes),
+        ("block_dtype", block_dtypes),
+    ):
         if name in metafunc.fixturenames:
-            metafunc.parametrize(name, dtypes(run_state(metafunc.config).device().backend))
+            metafunc.parametrize(name, dtypes(backend))
+    if "block_case" in metafunc.fixturenames:
+        metafunc.parametrize("block_case", _block_cases(backend != "cpu"))
+
+
+def _block_cases(is_gpu: bool) -> list[object]:
+    """One case per building block, model shape and dtype; ids such as 'layer_norm-bert-large-bfloat16'."""
+    from rocm_validate.correctness.blocks import BLOCKS, block_ids
+
+    cases: list[object] = []
+    for block in BLOCKS.values():
+        for name, model, dtype in block_ids(block, is_gpu):
+            quick = (name, dtype) in QUICK_BLOCKS and model in (None, "bert-large")
+            marks = [pytest.mark.rocm_level("quick")] if quick else []
+            case_id = "-".join(part for part in (name, model, dtype) if part)
+            cases.append(pytest.param((name, model, dtype), marks=marks, id=case_id))
+    return cases
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,151 @@
+"""What correct arithmetic in a precision can do: the absolute bound of every check against float64.
+
+The relative test of `compare` (k x the low-precision reference's error) cannot see a bug in a
+kernel that the candidate and the reference share: both move and their ratio stays near 1. An
+`ErrorModel` bounds the candidate against the float64 golden by itself, from the standard model of
+floating-point arithmetic (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+section 2.2: every rounding is x(1 + d), |d| <= u):
+
+    |c_i - g_i|  <=  u_p (rounding |g_i| + spread m_i)  +  u_acc accumulation growth(K) m_i  +  s_p
+
+* u_p is the unit roundoff of the precision whose rounding bounds the result (the candidate's
+  dtype, or the dtype an autocast region computes in); s_p its underflow floor (the smallest
+  normal where subnormals may be flushed to zero);
+* `rounding` counts the roundings of the output itself (1: correctly rounded);
+* `spread` the roundings of intermediates held in that precision (a bf16 composite), applied to the
+  element's magnitude m_i: the sum of the absolute values of the terms that make it (|x||W| for a
+  GEMM, (|x| + |mean|) rstd |gamma| for a LayerNorm), or max|golden| when the check gives none;
+* `accumulation` the error of float32 accumulators over K terms, grown like sqrt(K) (Higham and
+  Mary's probabilistic bound, SISC 41(5) 2019: lambda sqrt(K) u with lambda = the coefficient), log2(K)
+  (pairwise trees), K (the worst case) or not at all.
+
+Two more bounds complete the model: the error norm within `norm` x u_p x ||golden|| (for
+composites whose elements are not bounded one by one), and the *lean*: the mean signed error and
+the mean error away from zero, each over mean|golden|, at most `max_lean` ulps of u_p when it is
+also statistically significant. A correct rounding does not lean; a 0.1% scale leans 0.26 ulp in
+bf16 and 16,800 in float32, so the lean test sees a systematic change far below one rounding.
+
+This module is torch-free: precisions are named by their torch dtype names.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Unit roundoff u (half the machine epsilon) and the absolute error floor of each format
+# (Blanchard, D. Higham, N. Higham, IMA J. Numer. Anal. 41(4) 2021, Table 1; OCP FP8 and the fnuz
+# variants: fnuz moves the exponent bias by one, halving the smallest subnormal). The floor is the
+# smallest normal number where kernels may flush subnormals to zero (float32 arithmetic, and so
+# bf16 computed in it: CPUs' DAZ / FTZ, GPUs' ftz), the smallest subnormal elsewhere.
+PRECISIONS: dict[str, tuple[float, float]] = {
+    "float64": (2.0**-53, 2.0**-1022),
+    "float32": (2.0**-24, 2.0**-126),
+    "bfloat16": (2.0**-8, 2.0**-126),
+    "float16": (2.0**-11, 2.0**-24),
+    "float8_e4m3fn": (2.0**-4, 2.0**-9),
+    "float8_e4m3fnuz": (2.0**-4, 2.0**-10),
+    "float8_e5m2": (2.0**-3, 2.0**-16),
+    "float8_e5m2fnuz": (2.0**-3, 2.0**-17),
+}
+GROWTHS = ("none", "sqrt", "log2", "linear")
+
+
+def unit_roundoff(precision: str) -> float:
+    """u of `precision` ('bfloat16', 'float32', ...): the largest relative error of one rounding."""
+    try:
+        return PRECISIONS[precision][0]
+    except KeyError:
+        raise ValueError(f"no unit roundoff for precision {precision!r}; known: {', '.join(PRECISIONS)}") from None
+
+
+def underflow(precision: str) -> float:
+    """The absolute error floor of `precision`: a result that underflows, or is flushed to zero."""
+    unit_roundoff(precision)
+    return PRECISIONS[precision][1]
+
+
+def accumulator(precision: str) -> str:
+    """The precision kernels accumulate in for results of `precision`: float32 for every format
+    narrower than it (PyTorch's acc type, `ATen/AccumulateType.h`), float64 for float64."""
+    return "float64" if precision == "float64" else "float32"
+
+
+def growth(kind: str, terms: int) -> float:
+    """How an accumulated error grows over `terms` terms."""
+    n = max(int(terms), 1)
+    if kind == "none":
+        return 1.0
+    if kind == "sqrt":
+        return math.sqrt(n)
+    if kind == "log2":
+        return max(math.log2(n), 1.0)
+    if kind == "linear":
+        return float(n)
+    raise ValueError(f"growth must be one of {', '.join(GROWTHS)}, found {kind!r}")
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """The absolute bound of one tolerance row against float64 (see the module docstring).
+
+    precision: "" for the candidate's dtype, else the dtype whose rounding dominates (bfloat16 for
+    a layer under bf16 autocast, whose output is float32). rounding: None leaves elements
+    unbounded (a check judged on its norm, SQNR and lean). accumulate_in: "float32" (PyTorch's
+    acc type, as GPU kernels accumulate) or "precision" (the kernel accumulates in the result's
+    own precision, as some CPU kernels do for bf16 and fp16). norm: None, no norm bound.
+    max_lean: the largest systematic error, in ulps (u) of the precision; lean_floor: the relative
+    lean always allowed (float32 accumulations lean a few 1e-7 when healthy; 1e-5 still fails a
+    0.01% scale), so the allowed lean is max(max_lean u, lean_floor).
+    """
+
+    precision: str = ""
+    rounding: float | None = 1.0
+    spread: float = 0.0
+    accumulation: float = 0.0
+    growth: str = "sqrt"
+    accumulate_in: str = "float32"
+    norm: float | None = None
+    max_lean: float = 0.1
+    lean_floor: float = 1e-5
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.precision:
+            unit_roundoff(self.precision)
+        growth(self.growth, 1)
+        if self.accumulate_in not in ("float32", "precision"):
+            raise ValueError(f"accumulate_in must be 'float32' or 'precision', found {self.accumulate_in!r}")
+        for name in ("rounding", "spread", "accumulation", "norm", "max_lean", "lean_floor"):
+            value = getattr(self, name)
+            if value is not None and (not math.isfinite(value) or value < 0):
+                raise ValueError(f"error model {name} must be a finite number >= 0, found {value!r}")
+
+    def allowed_lean(self, precision: str) -> float:
+        """The largest relative lean that passes for a result in `precision`."""
+        return max(self.max_lean * unit_roundoff(precision), self.lean_floor)
+
+    def accumulator_of(self, precision: str) -> str:
+        """The precision the accumulated term is counted in, for a result in `precision`."""
+        return precision if self.accumulate_in == "precision" else accumulator(precision)
+
+    def precision_of(self, candidate_dtype: str) -> str:
+        """The precision this model measures a candidate of `candidate_dtype` in."""
+        return self.precision or candidate_dtype
+
+    def describe(self) -> str:
+        parts = []
+        if self.rounding is not None:
+            terms = [f"{self.rounding:g} u|g|"]
+            if self.spread:
+                terms.append(f"{self.spread:g} u m")
+            if self.accumulation:
+                grown = {"none": "", "sqrt": " sqrt(K)", "log2": " log2(K)", "linear": " K"}[self.growth]
+                unit = "u" if self.accumulate_in == "precision" else "u_acc"
+                terms.append(f"{self.accumulation:g} {unit}{grown} m")
+            parts.append("|c - g| <= " + " + ".join(terms))
+        if self.norm is not None:
+            parts.append(f"||c - g|| <= {self.norm:g} u ||g||")
+        parts.append(f"lean <= max({self.max_lean:g} u, {self.lean_floor:g})")
+        where = f" in {self.precision}" if self.precision else ""
+        return f"model{where}: " + "; ".join(parts) + (f" ({self.source})" if self.source else "")
