@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from rocm_validate.correctness.compare import Comparison, compare
-from rocm_validate.correctness.tolerances import Tolerance, tolerance_for
+from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.models import MODELS
 from rocm_validate.workloads.shapes import block_dtypes
