@@ -439,44 +439,44 @@ def _judge_model(
 
 
 def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.Tensor) -> tuple[float, str, float]:
-    """The larger of two systematic errors, each over mean|golden|: the mean signed error (leaning
-    high or low) and the mean error along the golden's sign (away from or towards zero, as a scale
-    or truncation does), counted only when LEAN_SIGMAS standard errors from zero.
+    """The larger of two systematic errors, each relative to the golden's size: the mean signed
+    error (leaning high or low) and the mean error along the golden's sign (away from or towards
+    zero, as a scale or truncation does), counted only when LEAN_SIGMAS standard errors from zero.
 
     Errors are taken from the golden correctly rounded to the candidate's dtype: a value that
     repeats (a bf16 input repeats; a target's gradient is the same in every row) rounds the same
-    way every time, and that correct rounding is no lean.
-
-    The standard error treats each row of the last dimension as one sample: the elements of a row
-    share its mean, rstd or log-sum-exp, so their errors are correlated, and counting them as
-    independent would call a healthy row's shared rounding a lean."""
+    way every time, and that correct rounding is no lean. In a tensor of rows (2-D and up), each
+    row of the last dimension is one sample, its lean the sum of its errors over the sum of its
+    |golden|: the elements of a row share its mean, rstd or log-sum-exp, so their errors are
+    correlated, and counting them as independent would call a row's shared rounding a lean."""
     import torch
 
-    count = int(both.sum())
-    if count < 2:
+    if int(both.sum()) < 2:
         return 0.0, "", 0.0
-    size = float(g[both].abs().mean())
-    if size == 0:
-        return 0.0, "", 0.0
-    rows = g.reshape(-1, g.shape[-1]) if g.dim() >= 2 else g.reshape(-1, 1)
-    mask = both.reshape(rows.shape)
-    error = torch.where(mask, c.reshape(rows.shape) - rounded.reshape(rows.shape), 0.0)
-    per_row = mask.sum(-1)
-    used = per_row > 0
+    shape = (-1, g.shape[-1]) if g.dim() >= 2 else (1, -1)
+    rows, mask = g.reshape(shape), both.reshape(shape)
+    error = torch.where(mask, c.reshape(shape) - rounded.reshape(shape), 0.0)
+    size = torch.where(mask, rows.abs(), 0.0)
     worst = (0.0, "", 0.0)
-    for values, directions in (
-        (error, ("high", "low")),
-        (error * torch.sign(rows), ("away from zero", "towards zero")),
-    ):
-        mean = float(values.sum()) / count
-        row_means = values.sum(-1)[used] / per_row[used]
-        samples = int(used.sum())
-        if samples < 2:
-            continue
-        standard_error = float(row_means.std()) / math.sqrt(samples)
-        sigmas = math.inf if standard_error == 0 else abs(mean) / standard_error
-        if mean != 0 and sigmas >= LEAN_SIGMAS and abs(mean) / size > abs(worst[0]):
-            worst = (mean / size, directions[0] if mean > 0 else directions[1], sigmas)
+    # along the golden's sign first: a scale leans away from (or towards) zero, and where every
+    # value has one sign that is also its signed lean, which then adds nothing
+    for values, directions in ((error * torch.sign(rows), ("away from zero", "towards zero")), (error, ("high", "low"))):
+        if g.dim() >= 2:
+            weight = size.sum(-1)
+            used = weight > 0
+            samples = (values.sum(-1)[used] / weight[used]).double()
+            lean = float(samples.mean()) if samples.numel() else 0.0
+            spread = float(samples.std()) if samples.numel() > 1 else math.inf
+            standard_error = spread / math.sqrt(max(samples.numel(), 1))
+        else:
+            kept, magnitude = values[mask], float(size.sum())
+            if magnitude == 0:
+                continue
+            lean = float(kept.sum()) / magnitude
+            standard_error = float(kept.std()) * math.sqrt(kept.numel()) / magnitude
+        sigmas = math.inf if standard_error == 0 else abs(lean) / standard_error
+        if lean != 0 and sigmas >= LEAN_SIGMAS and abs(lean) > abs(worst[0]):
+            worst = (lean, directions[0] if lean > 0 else directions[1], sigmas)
     return worst
 
 

@@ -35,13 +35,14 @@ from dataclasses import dataclass
 
 # Unit roundoff u (half the machine epsilon) and the absolute error floor of each format
 # (Blanchard, D. Higham, N. Higham, IMA J. Numer. Anal. 41(4) 2021, Table 1; OCP FP8 and the fnuz
-# variants: fnuz moves the exponent bias by one, halving the smallest subnormal). The floor is the
-# smallest normal number where kernels may flush subnormals to zero (float32 arithmetic, and so
-# bf16 computed in it: CPUs' DAZ / FTZ, GPUs' ftz), the smallest subnormal elsewhere.
+# variants: fnuz moves the exponent bias by one, halving the smallest subnormal). The floor is
+# twice the smallest normal number where kernels may flush subnormals to zero (float32
+# arithmetic, and so bf16 computed in it: CPUs' DAZ / FTZ, GPUs' ftz): a result below the
+# smallest normal may come out as zero. Elsewhere it is the smallest subnormal.
 PRECISIONS: dict[str, tuple[float, float]] = {
     "float64": (2.0**-53, 2.0**-1022),
-    "float32": (2.0**-24, 2.0**-126),
-    "bfloat16": (2.0**-8, 2.0**-126),
+    "float32": (2.0**-24, 2.0**-125),
+    "bfloat16": (2.0**-8, 2.0**-125),
     "float16": (2.0**-11, 2.0**-24),
     "float8_e4m3fn": (2.0**-4, 2.0**-9),
     "float8_e4m3fnuz": (2.0**-4, 2.0**-10),

@@ -1,7 +1,11 @@
 """TorchInductor (Triton on GPUs, C++ on the CPU) against eager: the fusible pieces of a BERT
-layer, and a whole tiny BERT, forward and backward, measured against float64."""
+layer, and a whole tiny BERT, forward and backward, measured against float64: in the training
+dtype (bf16 on GPUs, fp32 on the CPU), and on GPUs in fp32 too, where a 0.1% change cannot hide
+under bf16 rounding."""
 
 from __future__ import annotations
+
+import pytest
 
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.layers import (
@@ -23,4 +27,16 @@ def test_compiled_tiny_bert_matches_eager(rocm_device, torch_device):
     results = check_compiled_model(
         "bert-large", training_dtype(rocm_device.backend), torch_device, rocm_device.backend, rocm_device.arch
     )
+    assert_passed(results)
+
+
+@pytest.mark.requires_gpu
+def test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager_in_float32(rocm_device, torch_device):
+    results = check_compiled_fused_layers(4096, 1024, "float32", torch_device, rocm_device.backend, rocm_device.arch)
+    assert_passed(results)
+
+
+@pytest.mark.requires_gpu
+def test_compiled_tiny_bert_matches_eager_in_float32(rocm_device, torch_device):
+    results = check_compiled_model("bert-large", "float32", torch_device, rocm_device.backend, rocm_device.arch)
     assert_passed(results)
