@@ -277,7 +277,8 @@ WRONG_LAYER_NORM_SCALE = wrong_plugin(
         out = original(x, *args, **kwargs)
         if out.dtype == torch.float64:
             return out
-        return (original(x.float(), *args, **kwargs) * 1.001).to(out.dtype)
+        up = [a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args]
+        return (original(x.float(), *up, **kwargs) * 1.001).to(out.dtype)
 """,
 )
 
