@@ -180,7 +180,10 @@ class _SecondMask(torch.autograd.Function):
     "wrong, fails",
     [
         (lambda x, p, training=True: _SecondMask.apply(x, p), "block.dropout.grad_x"),
-        (lambda x, p, training=True: x * (torch.rand_like(x, dtype=torch.float32) >= 1 - p) / p, "block.dropout.keep_rate"),
+        (
+            lambda x, p, training=True: x * (torch.rand_like(x, dtype=torch.float32) >= 1 - p) / p,
+            "block.dropout.keep_rate",
+        ),
         (lambda x, p, training=True: x * (torch.rand_like(x, dtype=torch.float32) >= p), "block.dropout.out"),
     ],
     ids=["a-second-mask-in-backward", "p-and-1-minus-p-swapped", "no-rescaling"],

@@ -252,7 +252,9 @@ def test_an_fp8_linear_losing_one_tile_of_its_weight_gradient_fails_the_sqnr_gat
 
 def test_compiled_layers_off_by_one_part_in_ten_thousand_fail(run_suite_with):
     result = run_suite_with(
-        WRONG_COMPILE, "test_compiled.py", "test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager and not float32"
+        WRONG_COMPILE,
+        "test_compiled.py",
+        "test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager and not float32",
     )
     result.assert_outcomes(failed=1)
     assert_failure_report(result, "compiled.layer_norm.out [Inductor", "(k = 4)")

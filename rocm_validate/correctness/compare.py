@@ -460,7 +460,10 @@ def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.T
     worst = (0.0, "", 0.0)
     # along the golden's sign first: a scale leans away from (or towards) zero, and where every
     # value has one sign that is also its signed lean, which then adds nothing
-    for values, directions in ((error * torch.sign(rows), ("away from zero", "towards zero")), (error, ("high", "low"))):
+    for values, directions in (
+        (error * torch.sign(rows), ("away from zero", "towards zero")),
+        (error, ("high", "low")),
+    ):
         if g.dim() >= 2:
             weight = size.sum(-1)
             used = weight > 0
