@@ -18,7 +18,6 @@ uses is in `RULES` below and nowhere else.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
