@@ -8,147 +8,41 @@ an in-process run would let pytester unload torch modules between runs, which cr
 
 from __future__ import annotations
 
-import textwrap
+import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "correctness"
+PLANTED = REPO / "benchmarks" / "planted_bugs.py"
 
 
-def wrong_plugin(module: str, attribute: str, wrong: str) -> str:
-    """Source of a plugin whose autouse fixture replaces `module.attribute` by the function
-    `wrong` (given as source; it may call `original`) for every test of the run. `module` may
-    name an object inside a module after a colon ('torch:Tensor')."""
-    path, _, inner = module.partition(":")
-    return f"""
-import importlib, pytest, torch
-target = importlib.import_module("{path}")
-{f'target = getattr(target, "{inner}")' if inner else ""}
+def _planted() -> ModuleType:
+    """benchmarks/planted_bugs.py, whose plugin sources plant each bug (and run them on any device)."""
+    spec = importlib.util.spec_from_file_location("planted_bugs", PLANTED)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("planted_bugs", module)
+    spec.loader.exec_module(module)
+    return module
 
 
-@pytest.fixture(autouse=True)
-def deliberately_wrong_implementation(monkeypatch):
-    original = getattr(target, "{attribute}")
-{textwrap.indent(textwrap.dedent(wrong), "    ")}
-    monkeypatch.setattr(target, "{attribute}", wrong)
-"""
-
-
-# Fused SDPA reads a non-contiguous V as if it were contiguous (the class of ROCm/pytorch#3230).
-WRONG_SDPA = wrong_plugin(
-    "torch.nn.functional",
-    "scaled_dot_product_attention",
-    """
-    def wrong(query, key, value, *args, **kwargs):
-        if not torch.backends.cuda.math_sdp_enabled() and not value.is_contiguous():
-            value = value.as_strided(value.shape, torch.empty(value.shape).stride(), value.storage_offset())
-        return original(query, key, value, *args, **kwargs)
-""",
-)
-
-WRONG_SCALED_MM = wrong_plugin(
-    "torch",
-    "_scaled_mm",
-    """
-    def wrong(*args, **kwargs):
-        out = original(*args, **kwargs)
-        return (out.float() * 1.02).to(out.dtype)
-""",
-)
-
-WRONG_FUSED_ADAMW = wrong_plugin(
-    "torch",
-    "_fused_adamw_",
-    """
-    def wrong(*args, **kwargs):
-        kwargs["lr"] = kwargs["lr"] * 1.01
-        return original(*args, **kwargs)
-""",
-)
-
-# The FP8 GEMM of the reference recipe drops the dequantization scale of its second operand.
-WRONG_FP8_LINEAR = wrong_plugin(
-    "rocm_validate.workloads.fp8",
-    "fp8_mm",
-    """
-    def wrong(a, b, a_scale_inv, b_scale_inv, *args, **kwargs):
-        return original(a, b, a_scale_inv, torch.ones_like(b_scale_inv), *args, **kwargs)
-""",
-)
-
-
-# A bf16 GEMM whose epilogue truncates to bf16 instead of rounding: every element within one ulp.
-WRONG_GEMM_TRUNCATES = wrong_plugin(
-    "torch.nn.functional",
-    "linear",
-    """
-    def wrong(x, weight, bias=None):
-        out = original(x, weight, bias)
-        if out.dtype != torch.bfloat16:
-            return out
-        exact = original(x.float(), weight.float(), None if bias is None else bias.float())
-        return (exact.contiguous().view(torch.int32) & ~0xFFFF).view(torch.float32).to(torch.bfloat16)
-""",
-)
-
-# The float -> E4M3 cast rounds one ulp towards zero on every odd pattern (a rounding-mode bug).
-WRONG_FP8_CAST = wrong_plugin(
-    "torch:Tensor",
-    "to",
-    """
-    def wrong(self, *args, **kwargs):
-        out = original(self, *args, **kwargs)
-        if out.dtype == torch.float8_e4m3fn and self.dtype in (torch.float32, torch.bfloat16):
-            bits = out.view(torch.uint8)
-            odd = (bits & 1).bool() & ((bits & 0x7F) != 0x7F)
-            out = torch.where(odd, bits - 1, bits).view(torch.float8_e4m3fn)
-        return out
-""",
-)
-
-# The FP8 weight-gradient GEMM loses one tile: 1/256 of grad_weight (a 128x128 tile of the GPU size).
-WRONG_FP8_TILE = wrong_plugin(
-    "rocm_validate.workloads.fp8",
-    "fp8_mm",
-    """
-    def wrong(*args, **kwargs):
-        out = original(*args, **kwargs)
-        if tuple(out.shape) == (256, 128):
-            out = out.clone()
-            out[:16, :8] = 0
-        return out
-""",
-)
-
-# Inductor's compiled layers return outputs 1e-4 too large.
-WRONG_COMPILE = wrong_plugin(
-    "torch",
-    "compile",
-    """
-    def wrong(module, *args, **kwargs):
-        compiled = original(module, *args, **kwargs)
-
-        def call(*inputs, **named):
-            out = compiled(*inputs, **named)
-            return tuple(o * (1 + 1e-4) for o in out) if isinstance(out, tuple) else out * (1 + 1e-4)
-        return call
-""",
-)
-
-# Fused attention (not the math reference) returns 5% too much under autocast. (The layer's
-# LayerNorm absorbs most of a 2% error in its output; the attention gradients still show 5%.)
-WRONG_FUSED_ATTENTION = wrong_plugin(
-    "torch.nn.functional",
-    "scaled_dot_product_attention",
-    """
-    def wrong(*args, **kwargs):
-        out = original(*args, **kwargs)
-        return out * 1.05 if torch.backends.cuda.flash_sdp_enabled() else out
-""",
-)
+_BUGS = _planted()
+WRONG_SDPA = _BUGS.WRONG_SDPA
+WRONG_SCALED_MM = _BUGS.WRONG_SCALED_MM
+WRONG_FUSED_ADAMW = _BUGS.WRONG_FUSED_ADAMW
+WRONG_FP8_LINEAR = _BUGS.WRONG_FP8_LINEAR
+WRONG_GEMM_TRUNCATES = _BUGS.WRONG_GEMM_TRUNCATES
+WRONG_FP8_CAST = _BUGS.WRONG_FP8_CAST
+WRONG_FP8_TILE = _BUGS.WRONG_FP8_TILE
+WRONG_COMPILE = _BUGS.WRONG_COMPILE
+WRONG_FUSED_ATTENTION = _BUGS.WRONG_FUSED_ATTENTION
+WRONG_LAYER_NORM_SCALE = _BUGS.WRONG_LAYER_NORM_SCALE
+WRONG_GELU_APPROXIMATION = _BUGS.WRONG_GELU_APPROXIMATION
+WRONG_COMPILE_LEAN = _BUGS.WRONG_COMPILE_LEAN
 
 
 @pytest.fixture
@@ -266,49 +160,6 @@ def test_fused_attention_five_percent_off_under_autocast_fails_the_layer_check(r
     )
     result.assert_outcomes(failed=1)
     assert_failure_report(result, "bert_layer.layer.grad_attention.self.query.weight [BERT-L tiny layer")
-
-
-# The three bugs the suite once reported green (issue: correctness against the truth): a
-# normalization kernel 0.1% too large in every precision below float64, the exact GELU computed
-# with the tanh approximation, and Inductor-compiled modules leaning 0.2% high.
-WRONG_LAYER_NORM_SCALE = wrong_plugin(
-    "torch.nn.functional",
-    "layer_norm",
-    """
-    def wrong(x, *args, **kwargs):
-        out = original(x, *args, **kwargs)
-        if out.dtype == torch.float64:
-            return out
-        up = [a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args]
-        return (original(x.float(), *up, **kwargs) * 1.001).to(out.dtype)
-""",
-)
-
-WRONG_GELU_APPROXIMATION = wrong_plugin(
-    "torch.nn.functional",
-    "gelu",
-    """
-    def wrong(x, approximate="none"):
-        return original(x, approximate="tanh")
-""",
-)
-
-WRONG_COMPILE_LEAN = wrong_plugin(
-    "torch",
-    "compile",
-    """
-    def wrong(module, *args, **kwargs):
-        compiled = original(module, *args, **kwargs)
-
-        def lean(out):
-            return (out.double() * 1.002).to(out.dtype) if torch.is_tensor(out) else out
-
-        def call(*inputs, **named):
-            out = compiled(*inputs, **named)
-            return tuple(lean(o) for o in out) if isinstance(out, tuple) else lean(out)
-        return call
-""",
-)
 
 
 def assert_numerics_failure(result: pytest.RunResult, check: str, *details: str) -> None:

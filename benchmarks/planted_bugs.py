@@ -1,0 +1,297 @@
+"""Bugs planted in the stack, and the suite run against each: the proof, on any device, that the
+correctness suite fails when a kernel is wrong.
+
+    python benchmarks/planted_bugs.py [--device 0|cpu] [--out planted.json] [NAME ...]
+
+Each bug replaces one function (a torch op, a method, the project's FP8 GEMM) through a pytest
+plugin for the whole run, in a subprocess of the real suite with this repository as rootdir. The
+report lists, per bug, the suite file and tests it ran, how many failed and in which category,
+and whether the run said so in the numerics category: a bug reported green is a miss. The plugin
+sources are also what `tests/test_correctness_negative_controls.py` runs on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = REPO / "suites" / "correctness"
+
+
+def wrong_plugin(module: str, attribute: str, wrong: str) -> str:
+    """Source of a plugin whose autouse fixture replaces `module.attribute` by the function
+    `wrong` (given as source; it may call `original`) for every test of the run. `module` may
+    name an object inside a module after a colon ('torch:Tensor')."""
+    path, _, inner = module.partition(":")
+    return f"""
+import importlib, pytest, torch
+target = importlib.import_module("{path}")
+{f'target = getattr(target, "{inner}")' if inner else ""}
+
+
+@pytest.fixture(autouse=True)
+def deliberately_wrong_implementation(monkeypatch):
+    original = getattr(target, "{attribute}")
+{textwrap.indent(textwrap.dedent(wrong), "    ")}
+    monkeypatch.setattr(target, "{attribute}", wrong)
+"""
+
+
+# Fused SDPA reads a non-contiguous V as if it were contiguous (the class of ROCm/pytorch#3230).
+WRONG_SDPA = wrong_plugin(
+    "torch.nn.functional",
+    "scaled_dot_product_attention",
+    """
+    def wrong(query, key, value, *args, **kwargs):
+        if not torch.backends.cuda.math_sdp_enabled() and not value.is_contiguous():
+            value = value.as_strided(value.shape, torch.empty(value.shape).stride(), value.storage_offset())
+        return original(query, key, value, *args, **kwargs)
+""",
+)
+
+WRONG_SCALED_MM = wrong_plugin(
+    "torch",
+    "_scaled_mm",
+    """
+    def wrong(*args, **kwargs):
+        out = original(*args, **kwargs)
+        return (out.float() * 1.02).to(out.dtype)
+""",
+)
+
+WRONG_FUSED_ADAMW = wrong_plugin(
+    "torch",
+    "_fused_adamw_",
+    """
+    def wrong(*args, **kwargs):
+        kwargs["lr"] = kwargs["lr"] * 1.01
+        return original(*args, **kwargs)
+""",
+)
+
+# The FP8 GEMM of the reference recipe drops the dequantization scale of its second operand.
+WRONG_FP8_LINEAR = wrong_plugin(
+    "rocm_validate.workloads.fp8",
+    "fp8_mm",
+    """
+    def wrong(a, b, a_scale_inv, b_scale_inv, *args, **kwargs):
+        return original(a, b, a_scale_inv, torch.ones_like(b_scale_inv), *args, **kwargs)
+""",
+)
+
+# A bf16 GEMM whose epilogue truncates to bf16 instead of rounding: every element within one ulp.
+WRONG_GEMM_TRUNCATES = wrong_plugin(
+    "torch.nn.functional",
+    "linear",
+    """
+    def wrong(x, weight, bias=None):
+        out = original(x, weight, bias)
+        if out.dtype != torch.bfloat16:
+            return out
+        exact = original(x.float(), weight.float(), None if bias is None else bias.float())
+        return (exact.contiguous().view(torch.int32) & ~0xFFFF).view(torch.float32).to(torch.bfloat16)
+""",
+)
+
+# The float -> E4M3 cast rounds one ulp towards zero on every odd pattern (a rounding-mode bug).
+WRONG_FP8_CAST = wrong_plugin(
+    "torch:Tensor",
+    "to",
+    """
+    def wrong(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        if out.dtype == torch.float8_e4m3fn and self.dtype in (torch.float32, torch.bfloat16):
+            bits = out.view(torch.uint8)
+            odd = (bits & 1).bool() & ((bits & 0x7F) != 0x7F)
+            out = torch.where(odd, bits - 1, bits).view(torch.float8_e4m3fn)
+        return out
+""",
+)
+
+# The FP8 weight-gradient GEMM loses one tile: 1/256 of grad_weight (a 128x128 tile of the GPU size).
+WRONG_FP8_TILE = wrong_plugin(
+    "rocm_validate.workloads.fp8",
+    "fp8_mm",
+    """
+    def wrong(*args, **kwargs):
+        out = original(*args, **kwargs)
+        if tuple(out.shape) == (256, 128):
+            out = out.clone()
+            out[:16, :8] = 0
+        return out
+""",
+)
+
+# Inductor's compiled layers return outputs 1e-4 too large.
+WRONG_COMPILE = wrong_plugin(
+    "torch",
+    "compile",
+    """
+    def wrong(module, *args, **kwargs):
+        compiled = original(module, *args, **kwargs)
+
+        def call(*inputs, **named):
+            out = compiled(*inputs, **named)
+            return tuple(o * (1 + 1e-4) for o in out) if isinstance(out, tuple) else out * (1 + 1e-4)
+        return call
+""",
+)
+
+# Fused attention (not the math reference) returns 5% too much under autocast. (The layer's
+# LayerNorm absorbs most of a 2% error in its output; the attention gradients still show 5%.)
+WRONG_FUSED_ATTENTION = wrong_plugin(
+    "torch.nn.functional",
+    "scaled_dot_product_attention",
+    """
+    def wrong(*args, **kwargs):
+        out = original(*args, **kwargs)
+        return out * 1.05 if torch.backends.cuda.flash_sdp_enabled() else out
+""",
+)
+
+# The three bugs the suite once reported green (issue: correctness against the truth): a
+# normalization kernel 0.1% too large in every precision below float64, the exact GELU computed
+# with the tanh approximation, and Inductor-compiled modules leaning 0.2% high.
+WRONG_LAYER_NORM_SCALE = wrong_plugin(
+    "torch.nn.functional",
+    "layer_norm",
+    """
+    def wrong(x, *args, **kwargs):
+        out = original(x, *args, **kwargs)
+        if out.dtype == torch.float64:
+            return out
+        up = [a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args]
+        return (original(x.float(), *up, **kwargs) * 1.001).to(out.dtype)
+""",
+)
+
+WRONG_GELU_APPROXIMATION = wrong_plugin(
+    "torch.nn.functional",
+    "gelu",
+    """
+    def wrong(x, approximate="none"):
+        return original(x, approximate="tanh")
+""",
+)
+
+WRONG_COMPILE_LEAN = wrong_plugin(
+    "torch",
+    "compile",
+    """
+    def wrong(module, *args, **kwargs):
+        compiled = original(module, *args, **kwargs)
+
+        def lean(out):
+            if torch.is_tensor(out):
+                return (out.double() * 1.002).to(out.dtype)
+            if isinstance(out, tuple):
+                return tuple(lean(o) for o in out)
+            if hasattr(out, "items"):  # a transformers ModelOutput: every tensor it holds
+                return type(out)(**{key: lean(value) for key, value in out.items()})
+            return out
+
+        def call(*inputs, **named):
+            return lean(compiled(*inputs, **named))
+        return call
+""",
+)
+
+
+@dataclass(frozen=True)
+class PlantedBug:
+    """A bug, the suite file that must catch it and the tests of that file to run."""
+
+    name: str
+    plugin: str
+    suite_file: str
+    keyword: str
+
+
+BUGS = (
+    PlantedBug("sdpa-transposed-v", WRONG_SDPA, "test_sdpa.py", "v-transposed"),
+    PlantedBug("scaled-mm-2-percent", WRONG_SCALED_MM, "test_fp8_gemm.py", "test_scaled_mm_matches_the_emulation"),
+    PlantedBug("fused-adamw-lr", WRONG_FUSED_ADAMW, "test_optimizers.py", "fused"),
+    PlantedBug("fp8-linear-scale", WRONG_FP8_LINEAR, "test_fp8_linear.py", "test_reference_fp8_linear_tracks"),
+    PlantedBug("bf16-gemm-truncates", WRONG_GEMM_TRUNCATES, "test_gemm.py", "test_linear_layer and bfloat16"),
+    PlantedBug("fp8-cast-rounding", WRONG_FP8_CAST, "test_fp8_casts.py", "test_casts_round_to_nearest_even"),
+    PlantedBug("fp8-tile", WRONG_FP8_TILE, "test_fp8_linear.py", "test_reference_fp8_linear_tracks"),
+    PlantedBug("compiled-1e-4", WRONG_COMPILE, "test_compiled.py", "layer_norm_gelu"),
+    PlantedBug("fused-attention-5-percent", WRONG_FUSED_ATTENTION, "test_layers.py", "autocast"),
+    PlantedBug("layer-norm-0.1-percent", WRONG_LAYER_NORM_SCALE, "test_blocks.py", "layer_norm"),
+    PlantedBug("gelu-tanh-for-erf", WRONG_GELU_APPROXIMATION, "test_blocks.py", "gelu and not tanh"),
+    PlantedBug("compiled-lean-0.2-percent", WRONG_COMPILE_LEAN, "test_compiled.py", "compiled"),
+)
+
+
+def run_with(bug: PlantedBug, device: str, workdir: Path) -> dict[str, object]:
+    """The suite file's selected tests with the bug planted: outcome counts and categories."""
+    plugin = f"planted_{re.sub(r'[^a-z0-9]', '_', bug.name)}"
+    (workdir / f"{plugin}.py").write_text(bug.plugin)
+    report = workdir / f"{plugin}.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(workdir), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITE / bug.suite_file),
+        "-p",
+        plugin,
+        "--rootdir",
+        str(REPO),
+        "-p",
+        "no:cacheprovider",
+        f"--rocm-device={device}",
+        "-k",
+        bug.keyword,
+        "-q",
+        f"--rocm-report={report}",
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    counts = {"failed": 0, "passed": 0, "skipped": 0}
+    categories: dict[str, int] = {}
+    if report.exists():
+        for test in json.loads(report.read_text())["tests"]:
+            counts[test["outcome"]] = counts.get(test["outcome"], 0) + 1
+            if test.get("category"):
+                categories[test["category"]] = categories.get(test["category"], 0) + 1
+    caught = counts["failed"] > 0 and set(categories) <= {"numerics"}
+    return {
+        "suite": bug.suite_file,
+        "keyword": bug.keyword,
+        "exit": done.returncode,
+        **counts,
+        "categories": categories,
+        "caught": caught,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="bugs to plant (default: all)")
+    parser.add_argument("--device", default="cpu", help="the --rocm-device to run on (default cpu)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    chosen = [bug for bug in BUGS if not args.names or bug.name in args.names]
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for bug in chosen:
+            results[bug.name] = run_with(bug, args.device, Path(folder))
+            row = results[bug.name]
+            verdict = "caught" if row["caught"] else "MISSED"
+            print(f"{bug.name:28} {verdict:7} failed {row['failed']:3} passed {row['passed']:3} {row['categories']}")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    return 0 if all(row["caught"] for row in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
