@@ -54,7 +54,8 @@ def test_an_output_one_part_in_a_thousand_too_large_fails_and_names_the_op_dtype
     assert wrong, f"a 0.1% larger {name} output passed in {dtype}"
     message = wrong[0].message()
     assert wrong[0].check.startswith(f"block.{name}.") and f", {dtype}, " in wrong[0].check, message
-    assert wrong[0].numel == 1 or wrong[0].model is None or "% of |golden| away from zero = " in message, message
+    too_few = wrong[0].numel < 16  # a lean needs 16 samples (LEAN_MIN_SAMPLES); the elements judge a short vector
+    assert too_few or wrong[0].model is None or "% of |golden| away from zero = " in message, message
 
 
 def test_a_bf16_output_one_part_in_a_thousand_too_large_fails_on_its_lean_alone(cpu, monkeypatch):
@@ -83,17 +84,6 @@ def test_a_layer_norm_with_the_wrong_eps_fails(cpu, monkeypatch):
         torch.nn.functional, "layer_norm", lambda x, shape, w=None, b=None, eps=1e-5: original(x, shape, w, b, 1e-5)
     )
     assert failed(check_block("layer_norm", "bert-large", "float32", cpu, CPU))
-
-
-def test_a_layer_norm_with_a_one_pass_variance_fails_on_rows_whose_mean_dwarfs_their_spread(cpu, monkeypatch):
-    def one_pass(x, shape, w=None, b=None, eps=1e-5):
-        mean = x.mean(-1, keepdim=True)
-        var = (x * x).mean(-1, keepdim=True) - mean * mean
-        return (x - mean) * torch.rsqrt(var.clamp(min=0) + eps) * w + b
-
-    monkeypatch.setattr(torch.nn.functional, "layer_norm", one_pass)
-    wrong = failed(check_block("layer_norm", "bert-large", "float32", cpu, CPU))
-    assert any(c.check.startswith("block.layer_norm.out") for c in wrong)
 
 
 def test_an_rms_norm_adding_eps_outside_the_root_fails(cpu, monkeypatch):

@@ -289,6 +289,7 @@ def compare(
     *,
     magnitude: torch.Tensor | None = None,
     terms: int = 1,
+    precision: str | None = None,
 ) -> Comparison:
     """Compare `candidate` with `golden` under `tolerance`, measured against `reference` and
     bounded by the row's error model.
@@ -297,7 +298,9 @@ def compare(
     be NaN; where it is +-Inf, the same infinity; where it is finite, a finite value within the bound.
     magnitude: per element, the sum of the absolute values of the terms that make the golden
     (broadcastable to it; default max|golden|), which scales the model's accumulated error;
-    terms: how many terms each element accumulates (K of a GEMM, the row length of a norm).
+    terms: how many terms each element accumulates (K of a GEMM, the row length of a norm);
+    precision: the dtype whose arithmetic produced the candidate, where it is not the candidate's
+    own dtype nor the row's (an op autocast runs in bf16 and returns as float32).
     """
     import torch
 
@@ -338,8 +341,8 @@ def compare(
         allowed_norm = max(floor, tolerance.k_norm * (reference_norm or 0.0))
     judged = None
     if tolerance.model is not None:
-        precision = tolerance.model.precision_of(dtype_name(candidate.dtype))
-        judged = _judge_model(tolerance.model, precision, candidate.dtype, c, g, diff, both, scale, magnitude, terms)
+        judged_in = precision or tolerance.model.precision_of(dtype_name(candidate.dtype))
+        judged = _judge_model(tolerance.model, judged_in, candidate.dtype, c, g, r, diff, both, scale, magnitude, terms)
 
     numel = g.numel()
     worst_flat = int(diff.reshape(-1).argmax()) if numel else 0
@@ -389,6 +392,7 @@ def _judge_model(
     candidate_dtype: torch.dtype,
     c: torch.Tensor,
     g: torch.Tensor,
+    r: torch.Tensor | None,
     diff: torch.Tensor,
     both: torch.Tensor,
     scale: float,
@@ -406,7 +410,7 @@ def _judge_model(
         m = torch.full_like(g, scale) if magnitude is None else magnitude.to(g).expand_as(g).abs()
         u_acc = unit_roundoff(model.accumulator_of(precision))
         bound = (
-            u * (model.rounding * g.abs() + model.spread * m)
+            u * (model.rounding * g.abs() + model.spread * m + model.scale * scale)
             + u_acc * model.accumulation * growth(model.growth, terms) * m
             + underflow(precision)
         )
@@ -423,7 +427,10 @@ def _judge_model(
         error = float(torch.linalg.vector_norm(torch.where(both, c - g, 0.0))) if not math.isinf(ratio) else math.inf
         allowed = model.norm * u * signal + underflow(precision)
         norm_ratio = error / allowed
-    lean, direction, sigmas = _lean(c, _rounded(g, candidate_dtype), g, both)
+    if model.lean_against == "reference" and r is not None:
+        lean, direction, sigmas = _lean(c, r, g, both & torch.isfinite(r))  # beyond the reference's own lean
+    else:
+        lean, direction, sigmas = _lean(c, _rounded(g, candidate_dtype), g, both)
     return ModelJudgement(
         precision=judged.precision,
         unit=u,
@@ -438,10 +445,16 @@ def _judge_model(
     )
 
 
+# A lean is judged on at least this many samples (rows, or elements of a vector): fewer give a
+# standard error too uncertain for LEAN_SIGMAS to mean anything.
+LEAN_MIN_SAMPLES = 16
+
+
 def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.Tensor) -> tuple[float, str, float]:
     """The larger of two systematic errors, each relative to the golden's size: the mean signed
     error (leaning high or low) and the mean error along the golden's sign (away from or towards
     zero, as a scale or truncation does), counted only when LEAN_SIGMAS standard errors from zero.
+    `rounded` is what the errors are taken from: the golden correctly rounded, or the reference.
 
     Errors are taken from the golden correctly rounded to the candidate's dtype: a value that
     repeats (a bf16 input repeats; a target's gradient is the same in every row) rounds the same
@@ -451,7 +464,8 @@ def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.T
     correlated, and counting them as independent would call a row's shared rounding a lean."""
     import torch
 
-    if int(both.sum()) < 2:
+    samples = g.numel() // max(g.shape[-1], 1) if g.dim() >= 2 else int(both.sum())
+    if samples < LEAN_MIN_SAMPLES:
         return 0.0, "", 0.0
     shape = (-1, g.shape[-1]) if g.dim() >= 2 else (1, -1)
     rows, mask = g.reshape(shape), both.reshape(shape)
@@ -471,12 +485,14 @@ def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.T
             lean = float(samples.mean()) if samples.numel() else 0.0
             spread = float(samples.std()) if samples.numel() > 1 else math.inf
             standard_error = spread / math.sqrt(max(samples.numel(), 1))
-        else:
-            kept, magnitude = values[mask], float(size.sum())
+        else:  # a ratio estimator: its standard error from the residuals of error = lean |golden|
+            kept, sizes, magnitude = values[mask], size[mask], float(size.sum())
             if magnitude == 0:
                 continue
             lean = float(kept.sum()) / magnitude
-            standard_error = float(kept.std()) * math.sqrt(kept.numel()) / magnitude
+            residual = kept - lean * sizes
+            count = kept.numel()
+            standard_error = math.sqrt(float((residual * residual).sum()) * count / (count - 1)) / magnitude
         sigmas = math.inf if standard_error == 0 else abs(lean) / standard_error
         if lean != 0 and sigmas >= LEAN_SIGMAS and abs(lean) > abs(worst[0]):
             worst = (lean, directions[0] if lean > 0 else directions[1], sigmas)

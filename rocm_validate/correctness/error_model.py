@@ -6,7 +6,7 @@ kernel that the candidate and the reference share: both move and their ratio sta
 floating-point arithmetic (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
 section 2.2: every rounding is x(1 + d), |d| <= u):
 
-    |c_i - g_i|  <=  u_p (rounding |g_i| + spread m_i)  +  u_acc accumulation growth(K) m_i  +  s_p
+    |c_i - g_i|  <=  u_p (rounding |g_i| + spread m_i + scale max|g|)  +  u_acc accumulation growth(K) m_i  +  s_p
 
 * u_p is the unit roundoff of the precision whose rounding bounds the result (the candidate's
   dtype, or the dtype an autocast region computes in); s_p its underflow floor (the smallest
@@ -15,6 +15,9 @@ section 2.2: every rounding is x(1 + d), |d| <= u):
 * `spread` the roundings of intermediates held in that precision (a bf16 composite), applied to the
   element's magnitude m_i: the sum of the absolute values of the terms that make it (|x||W| for a
   GEMM, (|x| + |mean|) rstd |gamma| for a LayerNorm), or max|golden| when the check gives none;
+* `scale` roundings whose size follows the whole result rather than the element (partial sums a
+  split-K GEMM rounds to bf16, probabilities fp16 flushes below its smallest normal): a normwise
+  term, as in normwise error bounds;
 * `accumulation` the error of float32 accumulators over K terms, grown like sqrt(K) (Higham and
   Mary's probabilistic bound, SISC 41(5) 2019: lambda sqrt(K) u with lambda = the coefficient), log2(K)
   (pairwise trees), K (the worst case) or not at all.
@@ -24,6 +27,9 @@ composites whose elements are not bounded one by one), and the *lean*: the mean 
 the mean error away from zero, each over mean|golden|, at most `max_lean` ulps of u_p when it is
 also statistically significant. A correct rounding does not lean; a 0.1% scale leans 0.26 ulp in
 bf16 and 16,800 in float32, so the lean test sees a systematic change far below one rounding.
+Where healthy arithmetic in a precision leans by itself (a bf16 model's gradients, fp16 attention
+flushing small probabilities), `lean_against="reference"` bounds the candidate's lean beyond the
+low-precision reference's, which shares that arithmetic; float32 runs keep the absolute bound.
 
 This module is torch-free: precisions are named by their torch dtype names.
 """
@@ -103,12 +109,14 @@ class ErrorModel:
     precision: str = ""
     rounding: float | None = 1.0
     spread: float = 0.0
+    scale: float = 0.0
     accumulation: float = 0.0
     growth: str = "sqrt"
     accumulate_in: str = "float32"
     norm: float | None = None
     max_lean: float = 0.1
     lean_floor: float = 1e-5
+    lean_against: str = "golden"
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -117,7 +125,9 @@ class ErrorModel:
         growth(self.growth, 1)
         if self.accumulate_in not in ("float32", "precision"):
             raise ValueError(f"accumulate_in must be 'float32' or 'precision', found {self.accumulate_in!r}")
-        for name in ("rounding", "spread", "accumulation", "norm", "max_lean", "lean_floor"):
+        if self.lean_against not in ("golden", "reference"):
+            raise ValueError(f"lean_against must be 'golden' or 'reference', found {self.lean_against!r}")
+        for name in ("rounding", "spread", "scale", "accumulation", "norm", "max_lean", "lean_floor"):
             value = getattr(self, name)
             if value is not None and (not math.isfinite(value) or value < 0):
                 raise ValueError(f"error model {name} must be a finite number >= 0, found {value!r}")
@@ -140,6 +150,8 @@ class ErrorModel:
             terms = [f"{self.rounding:g} u|g|"]
             if self.spread:
                 terms.append(f"{self.spread:g} u m")
+            if self.scale:
+                terms.append(f"{self.scale:g} u max|g|")
             if self.accumulation:
                 grown = {"none": "", "sqrt": " sqrt(K)", "log2": " log2(K)", "linear": " K"}[self.growth]
                 unit = "u" if self.accumulate_in == "precision" else "u_acc"
@@ -147,6 +159,7 @@ class ErrorModel:
             parts.append("|c - g| <= " + " + ".join(terms))
         if self.norm is not None:
             parts.append(f"||c - g|| <= {self.norm:g} u ||g||")
-        parts.append(f"lean <= max({self.max_lean:g} u, {self.lean_floor:g})")
+        beyond = " beyond the reference's" if self.lean_against == "reference" else ""
+        parts.append(f"lean{beyond} <= max({self.max_lean:g} u, {self.lean_floor:g})")
         where = f" in {self.precision}" if self.precision else ""
         return f"model{where}: " + "; ".join(parts) + (f" ({self.source})" if self.source else "")
