@@ -257,7 +257,7 @@ def check_attention(
             f"sdpa.{backend}.{part} [{case.describe()}]",
             candidate[i],
             golden[i],
-            tolerance_for(f"sdpa.{backend}.{part}", platform, arch, library, seq_k=case.seq_k),
+            tolerance_for(f"sdpa.{backend}.{part}", platform, arch, library, seq_k=case.seq_k, dtype=case.dtype),
             reference[i],
             magnitude=sizes[i],
             terms=case.seq_k if part != "grad_k" and part != "grad_v" else case.seq_q,

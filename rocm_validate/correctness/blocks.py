@@ -461,6 +461,7 @@ BLOCKS: dict[str, Block] = {
             grad_magnitude=lambda t, dy, e: _norm_grad_magnitude(t, dy, e, centred=False),
             autocast=True,
             models=("llama-3.1-8b",),
+            autocast_precision="bfloat16",  # torch 2.11 leaves its input bf16 under autocast
         ),
         Block(
             "llama_rms_norm",
