@@ -205,9 +205,14 @@ def test_rocminfo_yields_gpu_agents_with_isa_switches_caches_and_memory():
     assert first.memory_bytes == 201310208 * 1024  # the coarse-grained global pool
 
 
-def test_rocminfo_without_agents_is_a_named_error():
-    with pytest.raises(ToolOutputError, match="HSA Agents"):
-        amd_tools.parse_rocminfo("ROCk module is NOT loaded")
+def test_rocminfo_of_a_node_without_the_kernel_driver_says_to_load_it():
+    with pytest.raises(ToolOutputError, match=r"ROCk module is NOT loaded.*modprobe amdgpu"):
+        amd_tools.parse_rocminfo("ROCk module is NOT loaded, possibly no GPU devices")
+
+
+def test_rocminfo_without_any_agent_is_a_named_error():
+    with pytest.raises(ToolOutputError, match="no agent in the output"):
+        amd_tools.parse_rocminfo("=====================\nHSA System Attributes\n")
 
 
 def test_amdsmi_package_dicts_become_facts():

@@ -155,7 +155,7 @@ def _nvidia_floor(kind: str, metric: str, peak: float) -> Floor:
 
 def shipped_floor(device: DeviceInfo, metric: str) -> Floor | None:
     """The shipped table's floor of `metric` on `device`, or None where it has none."""
-    row = peaks.find_peaks(device.name, device.arch)
+    row = peaks.row_for(device)
     if row is None:
         return None
     whole_package = (device.compute_partition or "spx").lower() in ("spx", "n/a", "")
@@ -222,7 +222,7 @@ class FloorTable:
 
     def describe(self) -> str:
         """'floors: 2 from <file>, then the shipped table for NVIDIA H100 SXM' for the header."""
-        row = peaks.find_peaks(self.device.name, self.device.arch)
+        row = peaks.row_for(self.device)
         shipped = f"the shipped table for {row.product}" if row else "no shipped floors for this device"
         if self._user:
             return f"floors: {len(self._user)} from {self.user_file}, then {shipped}"
