@@ -202,9 +202,21 @@ def test_each_real_node_is_described_right(folder, count, every):
     assert described == {every}
 
 
+def test_radeon_cards_of_one_shared_id_without_a_cu_count_keep_the_ids_family_name():
+    rx9070, r9700 = describe(NODES / "rx9070xt-r9700-rocm7.1.1").devices
+    assert (rx9070.name, rx9070.arch, rx9070.fp8_formats) == ("AMD Radeon RX 9070/9070 XT/9070 GRE", "gfx1201", OCP)
+    assert rx9070.device_key == "amd-radeon-rx-9070-9070-xt-9070-gre-gfx1201"
+    assert (r9700.name, r9700.compute_units, r9700.device_key) == (
+        "AMD Radeon AI PRO R9700",
+        64,
+        "amd-radeon-ai-pro-r9700-gfx1201",
+    )
+    assert any("is AMD Radeon RX 9070 XT or AMD Radeon RX 9070 or AMD Radeon RX 9070 GRE" in e for e in rx9070.errors)
+
+
 def test_every_real_node_folder_has_its_expectation_and_its_source():
     folders = {p.name for p in NODES.iterdir() if p.is_dir()}
-    assert folders == set(EXPECTED) | {"mi300a-gpu-init-failed-rocm6.4"}
+    assert folders == set(EXPECTED) | {"mi300a-gpu-init-failed-rocm6.4", "rx9070xt-r9700-rocm7.1.1"}
     readme = (AMD / "README.md").read_text()
     assert all(f"nodes/{folder}" in readme for folder in folders)
 
@@ -235,6 +247,13 @@ def test_rocm_smis_package_memory_for_each_partition_is_corrected_and_said():
     assert node.errors == (
         "rocm-smi printed the whole package's memory (192.0 GiB) for each of the 4 QPX partitions "
         "(ROCm/ROCm#4750); each partition's share, 48.0 GiB, is used",
+    )
+
+
+def test_a_package_listed_with_a_partition_missing_is_said():
+    node = describe(NODES / "mi300x-cpx-nps4-x8-rocm6.3")
+    assert node.errors[0].startswith(
+        "GPUs 40-46 are 7 CPX partitions of one AMD Instinct MI300X package, which has 8 in that mode"
     )
 
 

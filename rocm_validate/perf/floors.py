@@ -212,10 +212,10 @@ class FloorTable:
 
     def __init__(self, device: DeviceInfo, user_folder: Path | None) -> None:
         self.device = device
-        self.user_file = None if user_folder is None else user_folder / f"{device.device_key}.json"
-        self._user = (
-            read_floor_file(self.user_file, device.device_key) if self.user_file and self.user_file.exists() else {}
-        )
+        keys = (device.device_key, *device.key_aliases)  # an older key's file serves until the device's own exists
+        key = next((k for k in keys if user_folder is not None and (user_folder / f"{k}.json").exists()), keys[0])
+        self.user_file = None if user_folder is None else user_folder / f"{key}.json"
+        self._user = read_floor_file(self.user_file, key) if self.user_file and self.user_file.exists() else {}
 
     def floor(self, metric: str) -> Floor | None:
         return self._user.get(metric) or shipped_floor(self.device, metric)

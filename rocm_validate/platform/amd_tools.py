@@ -705,6 +705,8 @@ def facts_from_amdsmi(
         compute_partition=_text(compute_partition),
         memory_partition=_text(memory_partition),
         partition_source=source if _present(compute_partition) or _present(memory_partition) else None,
+        device_id=identity.pci_id(asic.get("device_id")),
+        subsystem_id=identity.pci_id(asic.get("subsystem_id")),
     )
 
 

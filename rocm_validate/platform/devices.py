@@ -219,8 +219,8 @@ def build_gpu_info(
     compute_units = facts.multi_processor_count or (amd.compute_units if amd else None)
     who = product_identity(backend, name, gpu_arch_name, compute_units, amd)
     tool_name = name
-    if who is not None and who.product is not None:
-        name = who.name or name
+    if who is not None and (who.product is not None or not name):
+        name = who.name or name or "AMD GPU"
     if who is not None and who.arch and not gpu_arch_name.startswith("gfx"):
         gpu_arch_name = who.arch
     partition = partition_mode(backend, name, gpu_arch_name, compute_units, amd)
@@ -331,10 +331,12 @@ def _partition_memory(
 
 
 def _partitions_of(name: str, gpu_arch: str, compute_partition: str | None) -> int | None:
-    """How many devices the package shows in this compute mode (8 for an MI300X in CPX); None
-    where the product has no datasheet row or no mode is known."""
+    """How many devices the package shows in this compute mode (8 for an MI300X in CPX; 1 for a
+    part without partition modes); None where a partitionable part's mode is not known."""
     row = peaks.find_peaks(name, gpu_arch)
-    return peaks.partition_count(row, compute_partition) if row is not None and compute_partition else None
+    if compute_partition is None:
+        return 1 if row is None or row.xcds == 1 else None
+    return peaks.partition_count(row, compute_partition) if row is not None else None
 
 
 def partition_mode(

@@ -136,11 +136,13 @@ class Identity:
     virtual_function: bool = False
     problem: str | None = None  # an ambiguity or a contradiction, said in full
 
+    family: str | None = None  # what the PCI ID names where it covers several products ('AMD Instinct MI250X/MI250')
+
     @property
     def name(self) -> str | None:
-        """The name to show: the product's, ' VF' added for a virtual function."""
+        """The name to show: the product's, ' VF' added for a virtual function; else the ID's family."""
         if self.product is None:
-            return None
+            return self.family
         return self.product.name + (" VF" if self.virtual_function else "")
 
 
@@ -206,7 +208,13 @@ def _by_pci_entry(
     elif arch and normalize_gfx(arch) not in product.archs and arch != "unknown":
         problem = f"{evidence} is {product.name} ({product.arch}), but the tool printed {arch}"
     family_arch = product.arch if product else candidates[0].arch
-    return Identity(product, family_arch, evidence, entry.virtual_function, problem)
+    return Identity(product, family_arch, evidence, entry.virtual_function, problem, _family(entry))
+
+
+def _family(entry: PciDevice) -> str | None:
+    """'Aldebaran/MI200 [Instinct MI250X/MI250]' -> 'AMD Instinct MI250X/MI250' (ROCm's own name for 0x740c)."""
+    bracket = re.search(r"\[([^\]]+)\]", entry.label)
+    return f"AMD {bracket.group(1)}" if bracket else None
 
 
 def _names_only(product: Product, candidates: tuple[Product, ...], name: str) -> bool:

@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.platform import amd_tools, arch, identity, partitions
+from rocm_validate.platform import amd_tools, arch, identity, partitions, peaks
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.devices import (
     DeviceInfo,
@@ -140,7 +140,32 @@ def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[A
     trust = {name: rank for rank, (name, _) in enumerate(_AMD_PARSERS)}
     merged = [_fold(sorted(slot, key=lambda item: trust[item[0]]), errors) for slot in paired]
     errors.messages.extend(_memory_disagreements(paired, trust))
+    errors.messages.extend(_incomplete_packages(merged))
     return _modes_from_shared_addresses(merged)
+
+
+def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
+    """Packages the outputs list fewer partitions of than their mode has (ROCm/ROCm#4750: 63 of
+    64 CPX partitions): each run of partition IDs from 0 is one package."""
+    runs: list[list[int]] = []
+    for position, f in enumerate(facts):
+        if f.partition_id is None or not f.compute_partition:
+            continue
+        if f.partition_id == 0 or not runs:
+            runs.append([])
+        runs[-1].append(position)
+    problems = []
+    for run in runs:
+        first = facts[run[0]]
+        row = peaks.find_peaks(first.market_name or "", first.arch or "")
+        expected = peaks.partition_count(row, first.compute_partition) if row is not None else None
+        if row is not None and expected and len(run) < expected:
+            problems.append(
+                f"GPUs {run[0]}-{run[-1]} are {len(run)} {first.compute_partition} partitions of one {row.product} "
+                f"package, which has {expected} in that mode: a partition is missing from the outputs (not "
+                "initialised, or hidden); check `dmesg | grep amdgpu` and save the outputs again"
+            )
+    return problems
 
 
 def _count_disagreements(listings: list[tuple[str, list[AmdGpuFacts]]], base_name: str, described: int) -> list[str]:
@@ -241,7 +266,7 @@ def _amd_device(amd: AmdGpuFacts, position: int, errors: tuple[str, ...]) -> Dev
     """One AMD GPU from the saved outputs; the tools' facts stand where torch's would."""
     as_torch = TorchGpuFacts(
         index=position,
-        name=amd.market_name or "AMD GPU",
+        name=amd.market_name or "",
         major=0,
         minor=0,
         total_memory=0,
