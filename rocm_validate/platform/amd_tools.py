@@ -373,13 +373,20 @@ def device_id_of_uuid(uuid: str | None) -> int | None:
     return int(match.group(1), 16) if match else None
 
 
+def _list_entries(text: str) -> list[tuple[int, Mapping[str, Any]]]:
+    """`amd-smi list` blocks as (GPU number, fields): the text form, or its `--json` list."""
+    if re.match(r"\s*[\[{]", clean_text(text)):
+        data = json_document(text, "amd-smi list --json")
+        entries = data.get("gpu_data", []) if isinstance(data, Mapping) else data
+        return [(_int(e.get("gpu")) or i, e) for i, e in enumerate(entries or []) if isinstance(e, Mapping)]
+    return [(number, block) for kind, number, block in text_blocks(text) if kind == "GPU"]
+
+
 def parse_amd_smi_list(text: str) -> list[AmdGpuFacts]:
-    """`amd-smi list [-e]`: one block per GPU with its BDF and UUID; in CPX each partition is its
-    own function of the package's PCI device (0c:00.0 ... 0c:00.7)."""
+    """`amd-smi list [-e] [--json]`: one block per GPU with its BDF and UUID; in CPX each partition
+    is its own function of the package's PCI device (0c:00.0 ... 0c:00.7)."""
     facts = []
-    for kind, number, block in text_blocks(text):
-        if kind != "GPU":
-            continue
+    for number, block in _list_entries(text):
         device_id = device_id_of_uuid(_text(block.get("uuid")))
         facts.append(
             AmdGpuFacts(
