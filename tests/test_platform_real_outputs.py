@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import fake_devices
 import pytest
 
-from rocm_validate.platform import offline, peaks
-from rocm_validate.platform.devices import StackFacts, TorchGpuFacts, build_gpu_info
+from rocm_validate.platform import amd_tools, offline, peaks
 
 NODES = Path(__file__).parent / "fixtures" / "amd" / "nodes"
 AMD = Path(__file__).parent / "fixtures" / "amd"
@@ -329,20 +329,9 @@ def test_rocminfo_pasted_any_way_reads_as_printed(tmp_path, paste):
 
 def test_a_gpu_described_live_and_from_its_bundle_gets_the_same_key():
     node = describe(NODES / "mi300x-cpx-agents-paste")
-    amd = offline.amd_tools.parse_rocminfo((NODES / "mi300x-cpx-agents-paste" / "rocminfo.txt").read_text())[0]
-    torch_facts = TorchGpuFacts(
-        index=0,
-        name="AMD Instinct MI300X",
-        major=9,
-        minor=4,
-        total_memory=25767706624,
-        multi_processor_count=38,
-        gcn_arch_name="gfx942:sramecc+:xnack-",
-        pci_bus_id="0000:05:00.0",
-    )
-    live = build_gpu_info(
-        torch_facts, StackFacts(backend="rocm", torch_version="2.9.1", runtime_version="7.0"), {}, amd
-    )
+    amd = amd_tools.parse_rocminfo((NODES / "mi300x-cpx-agents-paste" / "rocminfo.txt").read_text())[0]
+    live = fake_devices.instinct(amd, "AMD Instinct MI300X", 4, "7.0.51831-a3e329ad8")  # torch's facts, and rocminfo's
+    assert live.sources == ("torch", "rocminfo") and live.compute_units == 38
     assert live.device_key == node.devices[0].device_key == "amd-instinct-mi300x-gfx942-cpx"
 
 

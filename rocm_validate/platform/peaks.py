@@ -11,7 +11,7 @@ or cut-down part (MI308X, MI300X VF is matched as MI300X on purpose) never borro
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from rocm_validate.platform import identity
@@ -47,6 +47,21 @@ class DevicePeaks:
             raise ValueError(f"unknown peak kind {kind!r}; known: {', '.join(KINDS)}")
         return getattr(self, kind)
 
+
+_MI250_GCD = DevicePeaks(
+    "AMD Instinct MI250 (one GCD)",
+    r"^(?!.*\bmi250x/mi250\b).*\bmi250\b",
+    "gfx90a",
+    181.0,
+    181.0,
+    45.3,
+    None,
+    1638.4,
+    32.0,
+    1,
+    f"{_AMD_SPECS}/mi200/mi250.html",
+    compute_units=104,
+)
 
 PEAKS: tuple[DevicePeaks, ...] = (
     # AMD: compute peaks are CUs x peak engine clock x FLOPs per CU per clock, as the datasheets print them.
@@ -137,34 +152,9 @@ PEAKS: tuple[DevicePeaks, ...] = (
         f"{_AMD_SPECS}/mi200/mi250x.html",
         compute_units=110,
     ),
-    DevicePeaks(
-        "AMD Instinct MI250 (one GCD)",
-        r"^(?!.*\bmi250x/mi250\b).*\bmi250\b",
-        "gfx90a",
-        181.0,
-        181.0,
-        45.3,
-        None,
-        1638.4,
-        32.0,
-        1,
-        f"{_AMD_SPECS}/mi200/mi250.html",
-        compute_units=104,
-    ),
-    DevicePeaks(
-        "AMD Instinct MI210",
-        r"\bmi210\b",
-        "gfx90a",
-        181.0,
-        181.0,
-        45.3,
-        None,
-        1638.4,
-        32.0,
-        1,
-        f"{_AMD_SPECS}/mi200/mi210.html",
-        compute_units=104,
-    ),
+    _MI250_GCD,
+    # MI210: one GCD of the MI250's, on a PCIe card (the same CUs, clock and HBM2e bandwidth).
+    replace(_MI250_GCD, product="AMD Instinct MI210", pattern=r"\bmi210\b", source=f"{_AMD_SPECS}/mi200/mi210.html"),
     # NVIDIA: tensor-core figures are the datasheet's "with sparsity" numbers halved.
     DevicePeaks(
         "NVIDIA H100 SXM",
