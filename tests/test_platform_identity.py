@@ -125,3 +125,8 @@ def test_the_keys_of_products_with_committed_baselines_do_not_change():
 )
 def test_a_partition_gets_its_share_only_where_a_tool_printed_the_package(product, partitions, reported, share):
     assert identity.partition_memory(product, partitions, reported) == share
+
+
+def test_only_parts_with_a_virtual_function_have_a_vf_key_among_their_aliases():
+    assert "amd-instinct-mi300x-vf-gfx942" in identity.legacy_keys(identity.MI300X, "gfx942", None, None)
+    assert not any("-vf-" in key for key in identity.legacy_keys(identity.MI210, "gfx90a", None, None))

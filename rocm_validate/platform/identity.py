@@ -288,7 +288,8 @@ def legacy_keys(
     """The keys earlier releases gave this device from the names tools printed for it ('AMD
     Instinct MI350 OAM' made amd-instinct-mi350-oam-gfx950): baselines stored under them stay readable."""
     canonical = product_key(product, arch, compute_partition, memory_partition)
-    names = (*product.other_names, *tool_names, product.name + " VF")
+    has_vf = any(e.virtual_function and product in e.products for e in PCI_DEVICES.values())
+    names = (*product.other_names, *tool_names, *([product.name + " VF"] if has_vf else []))
     keys = (device_key("rocm", name, arch, compute_partition, memory_partition) for name in names if name)
     return tuple(dict.fromkeys(key for key in keys if key != canonical))
 
