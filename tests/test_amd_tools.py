@@ -368,3 +368,13 @@ def test_a_rocminfo_agent_with_a_condensed_pool_line_has_its_memory():
 def test_a_fine_grained_pool_is_not_taken_for_device_memory():
     text = "Agent 2\n  Name: gfx942\n  Device Type: GPU\n    Pool 1: GLOBAL; EXTENDED FINE GRAINED   4 KB\n"
     assert amd_tools.parse_rocminfo(text)[0].memory_bytes is None
+
+
+def test_saved_listings_with_no_address_in_common_are_not_paired_by_order():
+    facts = amd_tools.parse_amd_smi_static_json(read("amd-smi-static-mi300x-rocm6.4.json"))
+    assert amd_tools.match_facts(["0000:aa:00.0", "0000:bb:00.0"], facts) == [None, None]
+
+
+def test_torch_and_a_tool_read_on_one_node_fall_back_to_order_when_the_counts_agree():
+    facts = amd_tools.parse_amd_smi_static_json(read("amd-smi-static-mi300x-rocm6.4.json"))
+    assert amd_tools.match_facts(["0000:aa:00.0", "0000:bb:00.0"], facts, same_node=True) == facts

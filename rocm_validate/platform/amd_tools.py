@@ -736,13 +736,14 @@ def merge_facts(primary: AmdGpuFacts, extra: AmdGpuFacts) -> AmdGpuFacts:
     return replace(primary, source=f"{primary.source}+{extra.source}", **updates)
 
 
-def match_facts(bdfs: list[str | None], facts: list[AmdGpuFacts]) -> list[AmdGpuFacts | None]:
+def match_facts(bdfs: list[str | None], facts: list[AmdGpuFacts], same_node: bool = False) -> list[AmdGpuFacts | None]:
     """Pair each device (by PCI address) with the tool's facts.
 
     The same address first, then the same PCI device (partitions differ only in the function,
     and torch reports function 0 for all of them), in order. Devices fall back to the tool's
-    order only when one side has no addresses at all and the counts agree (no visibility mask):
-    two listings with addresses and none in common are of different cards, and stay unpaired.
+    order only when the counts agree (no visibility mask) and either one side has no addresses
+    or both were read on this node now (`same_node`: torch and a tool): two saved listings
+    with addresses and none in common are of different cards, and stay unpaired.
     """
     remaining = list(facts)
     matched: list[AmdGpuFacts | None] = []
@@ -755,7 +756,7 @@ def match_facts(bdfs: list[str | None], facts: list[AmdGpuFacts]) -> list[AmdGpu
             remaining.remove(hit)
         matched.append(hit)
     addressed = any(normalize_bdf(b) for b in bdfs) and any(f.bdf for f in facts)
-    if all(m is None for m in matched) and len(bdfs) == len(facts) and not addressed:
+    if all(m is None for m in matched) and len(bdfs) == len(facts) and (same_node or not addressed):
         return list(facts)
     return matched
 

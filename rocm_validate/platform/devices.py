@@ -599,7 +599,7 @@ def discover_gpus(torch: Any, env: Mapping[str, str]) -> list[DeviceInfo]:
     amd_matched: list[AmdGpuFacts | None] = [None] * len(gpus)
     nvml: dict[str, NvmlFacts] = {}
     if backend == "rocm":
-        matched = amd_tools.match_facts([g.pci_bus_id for g in gpus], _amd_facts(env, errors))
+        matched = amd_tools.match_facts([g.pci_bus_id for g in gpus], _amd_facts(env, errors), same_node=True)
         amd_matched = [with_sysfs_partition(amd, g.pci_bus_id) for amd, g in zip(matched, gpus)]
     else:
         nvml = errors.run("nvidia-ml-py", _nvml_facts, {})
