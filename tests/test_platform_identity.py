@@ -130,3 +130,8 @@ def test_a_partition_gets_its_share_only_where_a_tool_printed_the_package(produc
 def test_only_parts_with_a_virtual_function_have_a_vf_key_among_their_aliases():
     assert "amd-instinct-mi300x-vf-gfx942" in identity.legacy_keys(identity.MI300X, "gfx942", None, None)
     assert not any("-vf-" in key for key in identity.legacy_keys(identity.MI210, "gfx90a", None, None))
+
+
+def test_an_engineering_samples_isa_and_its_products_are_one_silicon_and_other_isas_are_not():
+    assert identity.same_silicon("gfx940", "gfx942") and identity.same_silicon("gfx9010", "gfx90a")
+    assert not identity.same_silicon("gfx90a", "gfx942")

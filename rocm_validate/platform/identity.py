@@ -273,6 +273,13 @@ def _by_name(name: str | None, arch: str | None, compute_units: int | None) -> I
     return Identity(product, product.arch, f"the name {name!r}", virtual)
 
 
+def same_silicon(arch_a: str, arch_b: str) -> bool:
+    """Whether two printed ISAs can be one GPU: equal, or a product's production and engineering
+    ISAs (an MI300A A0 is gfx940 to rocminfo and gfx942 to a tool that reads its device ID)."""
+    a, b = normalize_gfx(arch_a), normalize_gfx(arch_b)
+    return a == b or any(a in p.archs and b in p.archs for p in PRODUCTS)
+
+
 def product_key(product: Product, arch: str, compute_partition: str | None, memory_partition: str | None) -> str:
     """The one device key of a product in a partition and memory mode, whichever tool named it."""
     return device_key("rocm", product.name, arch, compute_partition, memory_partition)

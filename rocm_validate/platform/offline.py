@@ -204,7 +204,7 @@ def _fold(slot: list[tuple[str, AmdGpuFacts]], errors: ProbeErrors) -> AmdGpuFac
     (first_name, merged), *rest = slot
     for name, facts in rest:
         mine, theirs = _product_of(merged), _product_of(facts)
-        arch_clash = merged.arch and facts.arch and merged.arch != facts.arch
+        arch_clash = merged.arch and facts.arch and not identity.same_silicon(merged.arch, facts.arch)
         if (mine and theirs and mine != theirs) or arch_clash:
             said = f"{theirs or facts.arch}" if theirs or arch_clash else "?"
             errors.messages.append(
