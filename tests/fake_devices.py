@@ -37,7 +37,7 @@ def rocm_stack(runtime: str, archs: tuple[str, ...]) -> StackFacts:
     )
 
 
-def _instinct(amd: amd_tools.AmdGpuFacts, name: str, minor: int, runtime: str) -> DeviceInfo:
+def instinct(amd: amd_tools.AmdGpuFacts, name: str, minor: int, runtime: str) -> DeviceInfo:
     """An MI300-family GPU as ROCm torch reports it, merged with the amd-smi facts."""
     isa = amd.arch or "gfx942"
     torch_facts = TorchGpuFacts(
@@ -56,12 +56,12 @@ def _instinct(amd: amd_tools.AmdGpuFacts, name: str, minor: int, runtime: str) -
 
 def mi300x(partition_file: str = "amd-smi-static-mi300x-rocm6.4.json", index: int = 0) -> DeviceInfo:
     amd = amd_tools.parse_amd_smi_static_json(fixture_text(partition_file))[index]
-    return _instinct(amd, "AMD Instinct MI300X", 4, "6.4.43482-0f2d60242")
+    return instinct(amd, "AMD Instinct MI300X", 4, "6.4.43482-0f2d60242")
 
 
 def mi355x() -> DeviceInfo:
     amd = amd_tools.parse_amd_smi_static_json(fixture_text("amd-smi-static-mi355x-rocm7.json"))[0]
-    return _instinct(amd, "AMD Instinct MI355X", 5, "7.0.51831-a3e329ad8")
+    return instinct(amd, "AMD Instinct MI355X", 5, "7.0.51831-a3e329ad8")
 
 
 def mi250x() -> DeviceInfo:

@@ -205,9 +205,14 @@ def test_rocminfo_yields_gpu_agents_with_isa_switches_caches_and_memory():
     assert first.memory_bytes == 201310208 * 1024  # the coarse-grained global pool
 
 
-def test_rocminfo_without_agents_is_a_named_error():
-    with pytest.raises(ToolOutputError, match="HSA Agents"):
-        amd_tools.parse_rocminfo("ROCk module is NOT loaded")
+def test_rocminfo_of_a_node_without_the_kernel_driver_says_to_load_it():
+    with pytest.raises(ToolOutputError, match=r"ROCk module is NOT loaded.*modprobe amdgpu"):
+        amd_tools.parse_rocminfo("ROCk module is NOT loaded, possibly no GPU devices")
+
+
+def test_rocminfo_without_any_agent_is_a_named_error():
+    with pytest.raises(ToolOutputError, match="no agent in the output"):
+        amd_tools.parse_rocminfo("=====================\nHSA System Attributes\n")
 
 
 def test_amdsmi_package_dicts_become_facts():
@@ -302,3 +307,74 @@ def test_merging_keeps_both_tools_errors_and_the_partition_with_its_source():
     merged = amd_tools.merge_facts(amd_tools.AmdGpuFacts(source="rocminfo"), sysfs)
     assert (merged.compute_partition, merged.partition_source) == ("CPX", "sysfs")
     assert amd_tools.merge_facts(broken, sysfs).errors == (*broken.errors, "sysfs: x")
+
+
+def test_amd_smi_list_as_json_gives_the_same_facts_as_its_text():
+    text = '[{"gpu": 0, "bdf": "0000:05:00.0", "uuid": "75ff75a3-0000-1000-80e3-fd74aab3f72c", "partition_id": 0}]'
+    (gpu,) = amd_tools.parse_amd_smi_list(text)
+    assert (gpu.bdf, gpu.device_id, gpu.arch, gpu.market_name) == (
+        "0000:05:00.0",
+        0x75A3,
+        "gfx950",
+        "AMD Instinct MI355X",
+    )
+
+
+def test_the_device_id_in_amd_smis_uuid_is_read_and_a_foreign_uuid_is_not():
+    assert amd_tools.device_id_of_uuid("9fff74b9-0000-1000-8044-4a2fb30adeb0") == 0x74B9
+    assert amd_tools.device_id_of_uuid("GPU-9f444a2fb30adeb0") is None
+
+
+def test_the_concise_table_of_rocm_6_1_reads_the_model_and_the_name_under_it():
+    text = read("rocm-smi-concise-mi300x.txt").replace("0x74a1", "0x74b5")
+    facts = amd_tools.parse_rocm_smi_text(text)
+    assert {(f.device_id, f.market_name, f.compute_partition) for f in facts} == {
+        (0x74B5, "AMD Instinct MI300X", "SPX")
+    }
+
+
+def test_the_concise_table_of_rocm_5_counts_gpus_without_naming_them():
+    text = (
+        "================================= Concise Info =================================\n"
+        "GPU  Temp (DieEdge)  AvgPwr  SCLK    MCLK     Fan  Perf  PwrCap  VRAM%  GPU%  \n"
+        "0    33.0c           39.0W   800Mhz  1600Mhz  0%   auto  560.0W    0%   0%    \n"
+        "1    35.0c           41.0W   800Mhz  1600Mhz  0%   auto  560.0W    0%   0%    \n"
+        "============================= End of ROCm SMI Log ==============================\n"
+    )
+    assert [(f.index, f.device_id) for f in amd_tools.parse_rocm_smi_text(text)] == [(0, None), (1, None)]
+
+
+def test_rows_outside_a_concise_table_are_not_read_as_gpus():
+    text = "KFD process information:\nPID    \tPROCESS NAME\tGPU(s)\n1058463\t<daemon>     \t0     \t0\n"
+    with pytest.raises(ToolOutputError, match="no GPU line"):
+        amd_tools.parse_rocm_smi_text(text)
+
+
+def test_colour_codes_and_crlf_are_cleaned_from_a_saved_output():
+    assert amd_tools.clean_text("\x1b[37mROCk module version 6.3.6 is loaded\x1b[0m\r\nx\r") == (
+        "ROCk module version 6.3.6 is loaded\nx\n"
+    )
+    assert amd_tools.clean_text("^[[37mROCk^[[0m") == "ROCk"
+
+
+def test_a_rocminfo_agent_with_a_condensed_pool_line_has_its_memory():
+    text = (
+        "Agent 2\n  Name: gfx942\n  Device Type: GPU\n  Pool Info:\n    Pool 1: GLOBAL; COARSE GRAINED   268419072 KB\n"
+    )
+    (gpu,) = amd_tools.parse_rocminfo(text)
+    assert gpu.memory_bytes == 268419072 * 1024
+
+
+def test_a_fine_grained_pool_is_not_taken_for_device_memory():
+    text = "Agent 2\n  Name: gfx942\n  Device Type: GPU\n    Pool 1: GLOBAL; EXTENDED FINE GRAINED   4 KB\n"
+    assert amd_tools.parse_rocminfo(text)[0].memory_bytes is None
+
+
+def test_saved_listings_with_no_address_in_common_are_not_paired_by_order():
+    facts = amd_tools.parse_amd_smi_static_json(read("amd-smi-static-mi300x-rocm6.4.json"))
+    assert amd_tools.match_facts(["0000:aa:00.0", "0000:bb:00.0"], facts) == [None, None]
+
+
+def test_torch_and_a_tool_read_on_one_node_fall_back_to_order_when_the_counts_agree():
+    facts = amd_tools.parse_amd_smi_static_json(read("amd-smi-static-mi300x-rocm6.4.json"))
+    assert amd_tools.match_facts(["0000:aa:00.0", "0000:bb:00.0"], facts, same_node=True) == facts

@@ -103,12 +103,6 @@ def test_rowwise_scaled_mm_on_rocm_needs_torch_2_7_when_the_version_is_known():
     assert capabilities.scaled_mm_supported("rocm", "gfx942", "6.4.1", "tensorwise", torch_version="2.6.0+rocm6.4")
 
 
-def test_a_pci_device_id_names_the_isa_where_no_gfx_name_is_printed():
-    assert arch.pci_device("0x74a1") == ("gfx942", "AMD Instinct MI300X")
-    assert arch.pci_device(0x740C) == ("gfx90a", None)
-    assert arch.pci_device("0x1234") is None and arch.pci_device("N/A") is None
-
-
 def test_rocm_attention_has_flash_on_mi300_but_never_cudnn():
     backends = capabilities.attention_backends("rocm", "gfx942", True, True, True)
     assert backends == ("math", "flash", "mem_efficient")

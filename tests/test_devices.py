@@ -38,7 +38,8 @@ def test_mi355x_is_gfx950_with_ocp_fp8():
 def test_mi250x_written_as_gfx9010_is_gfx90a_without_fp8():
     info = fake_devices.mi250x()
     assert info.arch == "gfx90a"
-    assert info.name == "AMD INSTINCT MI250X"  # torch gave no name; the tool's market name is used
+    # torch gave no name; the tool's 'AMD INSTINCT MI250X', its device ID 0x740c and 110 CUs name the product
+    assert info.name == "AMD Instinct MI250X"
     assert info.fp8_formats == () and not info.scaled_mm
 
 
@@ -273,11 +274,8 @@ def test_a_cut_down_part_is_not_taken_for_a_partition():
         gcn_arch_name="gfx942:sramecc+:xnack-",
     )
     gpu = devices.build_gpu_info(torch_facts, fake_devices.rocm_stack("6.4.1", ("gfx942",)), {})
-    assert (gpu.compute_partition, gpu.partition_source, gpu.device_key) == (
-        None,
-        None,
-        "amd-instinct-mi308x-oam-gfx942",
-    )
+    assert (gpu.compute_partition, gpu.partition_source, gpu.device_key) == (None, None, "amd-instinct-mi308x-gfx942")
+    assert "amd-instinct-mi308x-oam-gfx942" in gpu.key_aliases  # the key the board name used to make
 
 
 def test_library_choice_variables_are_recorded_with_the_visibility_variables():

@@ -189,3 +189,30 @@ def test_concurrent_writers_lose_no_entry(tmp_path: Path) -> None:
         process.join(60)
     assert [p.exitcode for p in workers] == [0, 0, 0, 0]
     assert len(BaselineStore(tmp_path, KEY).read()) == 40
+
+
+def test_baselines_stored_under_a_devices_older_key_are_read_and_said(tmp_path: Path) -> None:
+    old_key = "amd-instinct-mi350-oam-gfx950"
+    write(BaselineStore(tmp_path, old_key), "copy.device.2048mib", 5900.0)
+    store = BaselineStore(tmp_path, "amd-instinct-mi350x-gfx950", aliases=(old_key,))
+    assert list(store.read()) == ["copy.device.2048mib"]
+    assert store.note == (
+        f"read from {tmp_path / (old_key + '.json')}, stored under this device's older key {old_key!r}; "
+        "the next --update-baselines writes amd-instinct-mi350x-gfx950.json"
+    )
+
+
+def test_the_next_write_moves_an_older_keys_baselines_to_the_devices_own_file(tmp_path: Path) -> None:
+    old_key = "amd-instinct-mi350-oam-gfx950"
+    write(BaselineStore(tmp_path, old_key), "copy.device.2048mib", 5900.0)
+    store = BaselineStore(tmp_path, "amd-instinct-mi350x-gfx950", aliases=(old_key,))
+    write(store, "gemm.bf16.8192x8192x8192", 1500.0)
+    own = json.loads((tmp_path / "amd-instinct-mi350x-gfx950.json").read_text())
+    assert own["device_key"] == "amd-instinct-mi350x-gfx950"
+    assert sorted(own["metrics"]) == ["copy.device.2048mib", "gemm.bf16.8192x8192x8192"] and store.note is None
+
+
+def test_a_devices_own_file_wins_over_an_older_keys(tmp_path: Path) -> None:
+    write(BaselineStore(tmp_path, "old-key"), "copy.device.2048mib", 1.0)
+    write(BaselineStore(tmp_path, KEY), "gemm.bf16.8192x8192x8192", 700.0)
+    assert list(BaselineStore(tmp_path, KEY, aliases=("old-key",)).read()) == ["gemm.bf16.8192x8192x8192"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import fake_devices
 import pytest
@@ -12,7 +13,7 @@ from rocm_validate.platform.devices import DeviceInfo
 
 
 def gpu(name: str, arch: str, backend: str = "rocm", **changes) -> DeviceInfo:
-    return DeviceInfo(backend=backend, index=0, name=name, arch=arch, device_key="k", **changes)
+    return DeviceInfo(backend=backend, index=0, name=name, arch=arch, **{"device_key": "k", **changes})
 
 
 def test_an_mi300x_gets_rvs_and_acceptance_figures_with_their_sources():
@@ -74,6 +75,31 @@ def test_host_side_latency_and_unlisted_metrics_have_no_shipped_floor(metric):
 def test_an_unlisted_device_has_no_shipped_floors():
     assert floors.shipped_floor(gpu("AMD Radeon PRO W7900", "gfx1100"), "gemm.bf16.8192x8192x8192") is None
     assert floors.shipped_floor(fake_devices.cpu(), "gemm.bf16.8192x8192x8192") is None
+
+
+def test_an_mi250_gcd_gets_its_own_floors_not_the_mi250xs():
+    mi250 = floors.shipped_floor(
+        gpu("AMD Instinct MI250X/MI250", "gfx90a", compute_units=104), "gemm.bf16.8192x8192x8192"
+    )
+    mi250x = floors.shipped_floor(gpu("AMD Instinct MI250X", "gfx90a", compute_units=110), "gemm.bf16.8192x8192x8192")
+    assert mi250 is not None and mi250x is not None and mi250.value < mi250x.value
+
+
+def test_user_floors_stored_under_a_devices_older_key_are_read(tmp_path):
+    old = "amd-instinct-mi350-oam-gfx950"
+    entry = {
+        "value": 900.0,
+        "unit": "TFLOP/s",
+        "better": "higher",
+        "dispersion": None,
+        "samples": 1,
+        "provenance": {"date": "2026-01-01"},
+    }
+    data = {"schema": "rocm-validate/baselines/1", "device_key": old, "metrics": {"gemm.bf16.8192x8192x8192": entry}}
+    (tmp_path / f"{old}.json").write_text(json.dumps(data))
+    mi350x = gpu("AMD Instinct MI350X", "gfx950", device_key="amd-instinct-mi350x-gfx950", key_aliases=(old,))
+    table = floors.FloorTable(mi350x, tmp_path)
+    assert table.floor("gemm.bf16.8192x8192x8192").value == 900.0 and table.user_file == tmp_path / f"{old}.json"
 
 
 CONFTEST = """

@@ -19,8 +19,10 @@ def device(name: str, arch: str, backend: str = "rocm", partition: str | None = 
         ("AMD Instinct MI300X VF", "gfx942", "AMD Instinct MI300X"),
         ("AMD Instinct MI325X", "gfx942", "AMD Instinct MI325X"),
         ("AMD Instinct MI355X", "gfx950", "AMD Instinct MI355X"),
-        ("AMD Instinct MI250X/MI250", "gfx90a", "AMD Instinct MI250X (one GCD)"),
+        ("AMD Instinct MI250X", "gfx90a", "AMD Instinct MI250X (one GCD)"),
         ("AMD Instinct MI250", "gfx90a", "AMD Instinct MI250 (one GCD)"),
+        ("AMD Instinct MI210", "gfx90a", "AMD Instinct MI210"),
+        ("AMD Instinct MI300A", "gfx940", "AMD Instinct MI300A"),  # the A0 engineering sample's ISA
         ("NVIDIA H100 80GB HBM3", "sm_90", "NVIDIA H100 SXM"),
         ("NVIDIA H100 PCIe", "sm_90", "NVIDIA H100 PCIe"),
         ("NVIDIA H100 NVL", "sm_90", "NVIDIA H100 NVL"),
@@ -75,3 +77,19 @@ def test_every_row_cites_its_source_and_has_positive_figures() -> None:
     for row in peaks.PEAKS:
         assert row.source.startswith("https://")
         assert min(row.bf16, row.fp16, row.fp32, row.memory) > 0 and row.xcds >= 1
+
+
+@pytest.mark.parametrize(
+    ("units", "product"), [(104, "AMD Instinct MI250 (one GCD)"), (110, "AMD Instinct MI250X (one GCD)")]
+)
+def test_rocms_shared_mi250x_mi250_name_is_split_by_the_gcds_cu_count(units: int, product: str) -> None:
+    row = peaks.find_peaks("AMD Instinct MI250X/MI250", "gfx90a", units)
+    assert row is not None and row.product == product
+
+
+def test_the_shared_mi250x_mi250_name_without_a_cu_count_borrows_no_peak() -> None:
+    assert peaks.find_peaks("AMD Instinct MI250X/MI250", "gfx90a") is None
+
+
+def test_a_gcd_whose_cus_are_not_the_products_is_not_that_product() -> None:
+    assert peaks.find_peaks("AMD Instinct MI250X", "gfx90a", 104) is None

@@ -30,7 +30,8 @@ def describe(tmp_path: Path, files: dict[str, Path]) -> offline.OfflineNode:
 
 
 # Each row: the files of a folder, then the GPU count, arch, CUs, memory (MiB), compute and memory
-# partition the outputs show (None where the format does not show it).
+# partition the outputs show (None where the format does not show it). CUs an output does not
+# print come from the product table, for the product and mode the output names.
 FORMATS = {
     "amd-smi static json, ROCm 7 gpu_data": (
         {"amd-smi-static.json": AMD / "amd-smi-static-mi355x-rocm7.json"},
@@ -54,7 +55,7 @@ FORMATS = {
         {"amd-smi-static.json": AMD / "amd-smi-static-mi300x-rocm6.1.json"},
         2,
         "gfx942",
-        None,
+        304,
         196592,
         "SPX",
         "NPS1",
@@ -98,13 +99,13 @@ FORMATS = {
         "CPX",
         "NPS4",
     ),
-    "amd-smi list -e, CPX": (
+    "amd-smi list -e, CPX (the product from the UUID)": (
         {"amd-smi-list.txt": AMD / "amd-smi-list-mi300x-cpx.txt"},
         8,
-        "unknown",
+        "gfx942",
+        38,
         None,
-        None,
-        None,
+        "CPX",
         None,
     ),
     "rocminfo": ({"rocminfo.txt": AMD / "rocminfo-mi300x-2gpu.txt"}, 2, "gfx942", 304, 196592, "SPX", None),
@@ -112,7 +113,7 @@ FORMATS = {
         {"rocm-smi.json": AMD / "rocm-smi-mi300x-rocm6.4.json"},
         2,
         "gfx942",
-        None,
+        304,
         196592,
         "SPX",
         "NPS1",
@@ -121,7 +122,7 @@ FORMATS = {
         {"rocm-smi.json": AMD / "rocm-smi-showproductname-mi250x.json"},
         2,
         "gfx90a",
-        None,
+        110,
         None,
         None,
         None,
@@ -130,7 +131,7 @@ FORMATS = {
         {"rocm-smi.json": AMD / "rocm-smi-a-mi250-rocm5.json"},
         2,
         "gfx90a",
-        None,
+        104,
         None,
         None,
         None,
@@ -139,7 +140,7 @@ FORMATS = {
         {"rocm-smi.txt": AMD / "rocm-smi-a-mi300x-sriov.txt"},
         2,
         "gfx942",
-        None,
+        304,
         None,
         "SPX",
         "NPS1",
@@ -148,12 +149,12 @@ FORMATS = {
         {"rocm-smi.txt": AMD / "rocm-smi-showhw-mi300a-tpx.txt"},
         6,
         "gfx942",
-        None,
+        76,
         None,
         "TPX",
         None,
     ),
-    "rocm-smi concise": ({"rocm-smi.txt": AMD / "rocm-smi-concise-mi300x.txt"}, 3, "gfx942", None, None, "SPX", "NPS1"),
+    "rocm-smi concise": ({"rocm-smi.txt": AMD / "rocm-smi-concise-mi300x.txt"}, 3, "gfx942", 304, None, "SPX", "NPS1"),
     "rocm-smi --showproduct": (
         {"rocm-smi.txt": AMD / "rocm-smi-showproduct-mi300a.txt"},
         2,
@@ -218,7 +219,8 @@ def test_inferred_modes_say_they_are_inferred(tmp_path):
 def test_broken_sections_are_listed_and_the_rest_of_the_node_described(tmp_path):
     node = describe(tmp_path, {"amd-smi-static.json": AMD / "amd-smi-static-broken-rocm6.4.json"})
     broken, whole = node.devices
-    assert (broken.arch, broken.memory_bytes, broken.compute_partition) == ("unknown", 196592 * MIB, "SPX")
+    # the board section's product name still names it: the product, and so its ISA, are known
+    assert (broken.arch, broken.memory_bytes, broken.compute_partition) == ("gfx942", 196592 * MIB, "SPX")
     assert (whole.arch, whole.compute_units) == ("gfx942", 304)
     assert node.errors == broken.errors and len(node.errors) == 3
     assert "section 'asic' is 'N/A'" in node.errors[0]
@@ -252,7 +254,7 @@ def test_another_tools_output_fills_what_a_broken_section_lost(tmp_path):
         (
             "rocminfo.txt",
             "ROCk module is NOT loaded, possibly no GPU devices\n",
-            "rocminfo.txt: ToolOutputError: rocminfo output has no 'HSA Agents'",
+            "rocminfo.txt: ToolOutputError: rocminfo says the ROCk module is NOT loaded",
         ),
     ],
 )
@@ -328,4 +330,6 @@ def test_what_a_bundle_saves_is_what_offline_discovery_reads(tmp_path):
     offline.save_outputs(tmp_path / "node", run=_node_runner([]), env={})
     node = offline.describe_outputs(offline.read_saved_outputs(tmp_path / "node"))
     assert node.files == ("amd-smi-static.json", "amd-smi-static.txt", "amd-smi-list.txt", "rocminfo.txt")
-    assert [(d.arch, d.compute_units, d.compute_partition) for d in node.devices] == [("gfx942", 304, "SPX")] * 2
+    # the fake node's amd-smi list is of a CPX node: the disagreement is said, and the fuller listing kept
+    assert {d.arch for d in node.devices} == {"gfx942"} and len(node.devices) == 9
+    assert any(e.startswith("the outputs disagree on the GPU count (amd-smi-static.json 2, ") for e in node.errors)

@@ -78,7 +78,7 @@ def _describe_saved(folder: Path, as_json: bool) -> int:
     for device in node.devices:
         _print_device(device, with_errors=False)
     for error in node.errors:
-        print(f"unreadable: {error}")
+        print(f"problem: {error}")
     return 0
 
 
@@ -99,8 +99,10 @@ def _print_device(device: Any, with_errors: bool = True) -> None:
     print(device_summary(device))
     if device.torch_version:
         print(f"    {stack_summary(device)}")
-    elif device.driver_version:
-        print(f"    driver {device.driver_version}")
+    elif device.driver_version or device.fp8_formats:
+        facts = [f"driver {device.driver_version}" if device.driver_version else None]
+        facts.append(f"fp8 {'/'.join(device.fp8_formats)}" if device.fp8_formats else None)
+        print("    " + ", ".join(f for f in facts if f))
     details = [
         f"compute units {device.compute_units}" if device.compute_units else None,
         f"memory {device.memory_gib:.1f} GiB" if device.memory_gib else None,
@@ -109,6 +111,8 @@ def _print_device(device: Any, with_errors: bool = True) -> None:
         f"flash attention via {device.attention_library}" if device.attention_library else None,
     ]
     print("    " + ", ".join(d for d in details if d))
+    if device.key_aliases:
+        print(f"    baselines stored under its older keys are read too: {', '.join(device.key_aliases)}")
     if device.partition_source:
         modes = "/".join(m for m in (device.compute_partition, device.memory_partition) if m)
         print(f"    partition {modes} from {device.partition_source}")

@@ -1,7 +1,9 @@
 """The baseline store: one JSON file per device key, `<baselines_dir>/<device_key>.json`.
 
-Only that file is ever read for a device; other files and subfolders (the convergence suite's
-`rcps/`) are left alone. Files are sorted and indented so reviews show one line per change,
+Only that file is ever read for a device, or, while it does not exist yet, the file of one of the
+device's older keys (`DeviceInfo.key_aliases`: the key an earlier release or another tool gave the
+same product), said in `note`; the next write creates the device's own file. Other files and
+subfolders (the convergence suite's `rcps/`) are left alone. Files are sorted and indented so reviews show one line per change,
 checked against a schema on every read, and rewritten only under a file lock, after re-reading,
 through `jsonfile.write_json` (temporary file + rename): concurrent `pytest -n 4
 --update-baselines` workers each merge their own entries and none is lost.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -248,16 +250,37 @@ class BaselineStore:
         device_key: str,
         lock_timeout_s: float = LOCK_TIMEOUT_S,
         update_command: str = UPDATE_COMMAND,
+        aliases: Sequence[str] = (),
     ) -> None:
         self.folder = folder
         self.device_key = device_key
         self.lock_timeout_s = lock_timeout_s
         self.update_command = update_command
+        self.aliases = tuple(aliases)
         self._snapshot: dict[str, Any] | None = None
 
     @property
     def path(self) -> Path:
         return self.folder / f"{self.device_key}.json"
+
+    def _source(self) -> tuple[Path, str]:
+        """The file read, and the key it must hold: the device's own, else an older key's that exists."""
+        if not self.path.exists():
+            for alias in self.aliases:
+                if (self.folder / f"{alias}.json").exists():
+                    return self.folder / f"{alias}.json", alias
+        return self.path, self.device_key
+
+    @property
+    def note(self) -> str | None:
+        """Where the baselines come from when that is the file of an older key, for the header."""
+        source, key = self._source()
+        if key == self.device_key:
+            return None
+        return (
+            f"read from {source}, stored under this device's older key {key!r}; the next --update-baselines "
+            f"writes {self.path.name}"
+        )
 
     @property
     def lock_path(self) -> Path:
@@ -271,16 +294,17 @@ class BaselineStore:
 
     def read(self) -> dict[str, Any]:
         """The stored entries by metric name, read now (no file yet: none)."""
-        if not self.path.exists():
+        source, key = self._source()
+        if not source.exists():
             return {}
         try:
-            data = jsonfile.read_json(self.path, BASELINES_SCHEMA, fix=self._fix())
+            data = jsonfile.read_json(source, BASELINES_SCHEMA, fix=self._fix())
         except JsonFileError as exc:
             raise BaselineError(str(exc)) from None
-        if data["device_key"] != self.device_key:
+        if data["device_key"] != key:
             raise BaselineError(
-                f"{self.path} holds baselines for device key {data['device_key']!r}, but its name says "
-                f"{self.device_key!r}; it was copied or renamed. {self._fix()}"
+                f"{source} holds baselines for device key {data['device_key']!r}, but its name says "
+                f"{key!r}; it was copied or renamed. {self._fix()}"
             )
         return dict(data["metrics"])
 

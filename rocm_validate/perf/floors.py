@@ -155,7 +155,7 @@ def _nvidia_floor(kind: str, metric: str, peak: float) -> Floor:
 
 def shipped_floor(device: DeviceInfo, metric: str) -> Floor | None:
     """The shipped table's floor of `metric` on `device`, or None where it has none."""
-    row = peaks.find_peaks(device.name, device.arch)
+    row = peaks.row_for(device)
     if row is None:
         return None
     whole_package = (device.compute_partition or "spx").lower() in ("spx", "n/a", "")
@@ -212,17 +212,17 @@ class FloorTable:
 
     def __init__(self, device: DeviceInfo, user_folder: Path | None) -> None:
         self.device = device
-        self.user_file = None if user_folder is None else user_folder / f"{device.device_key}.json"
-        self._user = (
-            read_floor_file(self.user_file, device.device_key) if self.user_file and self.user_file.exists() else {}
-        )
+        keys = (device.device_key, *device.key_aliases)  # an older key's file serves until the device's own exists
+        key = next((k for k in keys if user_folder is not None and (user_folder / f"{k}.json").exists()), keys[0])
+        self.user_file = None if user_folder is None else user_folder / f"{key}.json"
+        self._user = read_floor_file(self.user_file, key) if self.user_file and self.user_file.exists() else {}
 
     def floor(self, metric: str) -> Floor | None:
         return self._user.get(metric) or shipped_floor(self.device, metric)
 
     def describe(self) -> str:
         """'floors: 2 from <file>, then the shipped table for NVIDIA H100 SXM' for the header."""
-        row = peaks.find_peaks(self.device.name, self.device.arch)
+        row = peaks.row_for(self.device)
         shipped = f"the shipped table for {row.product}" if row else "no shipped floors for this device"
         if self._user:
             return f"floors: {len(self._user)} from {self.user_file}, then {shipped}"

@@ -93,7 +93,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from rocm_validate.perf.floors import FloorTable
 
     store = BaselineStore(
-        state.settings.baselines_dir, state.device().device_key, update_command=state.settings.update_command
+        state.settings.baselines_dir,
+        state.device().device_key,
+        update_command=state.settings.update_command,
+        aliases=state.device().key_aliases,
     )
     perf = config.stash[SETTINGS_KEY]
     try:
@@ -102,6 +105,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
+    described += f", {store.note}" if store.note else ""
     rules = (
         f"{len(perf.rules)} {options.THRESHOLDS_INI} rule(s) before the defaults"
         if perf.rules

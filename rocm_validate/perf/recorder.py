@@ -144,7 +144,12 @@ class PerfContext:
         self.settings = settings
         self.perf = perf
         self.device = device
-        self.store = BaselineStore(settings.baselines_dir, device.device_key, update_command=settings.update_command)
+        self.store = BaselineStore(
+            settings.baselines_dir,
+            device.device_key,
+            update_command=settings.update_command,
+            aliases=device.key_aliases,
+        )
         self.floors = FloorTable(device, perf.floors_dir)
         self.scale = "full" if device.is_gpu else "tiny"
         self.recorded: dict[str, str] = {}  # metric name -> nodeid, to catch two tests sharing a name

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rocm_validate.errors import ToolOutputError
-from rocm_validate.platform.arch import normalize_gfx, parse_gcn_arch, pci_device
+from rocm_validate.platform import identity
+from rocm_validate.platform.arch import normalize_gfx, parse_gcn_arch
 
 _UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 _QUANTITY_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)")
@@ -54,6 +55,8 @@ class AmdGpuFacts:
     partition_id: int | None = None
     partition_source: str | None = None  # the tool (or "sysfs", or "inferred from ...") that gave the modes
     uuid: str | None = None
+    device_id: int | None = None  # the PCI device ID (0x74a1): what decides the product (`identity`)
+    subsystem_id: int | None = None
     errors: tuple[str, ...] = ()  # parts of the output that were unreadable, each with where it was
 
 
@@ -134,15 +137,26 @@ def market_name(value: Any) -> str | None:
     return f"AMD {bracketed.group(1)}" if bracketed else text
 
 
-def _known_device(device_id: Any) -> tuple[str | None, str | None]:
-    """(ISA, product) of a PCI device id the tool printed ('0x74a1', or an int from amdsmi)."""
-    return pci_device(device_id if isinstance(device_id, int) else _text(device_id)) or (None, None)
+def _named_by_id(device_id: Any) -> str | None:
+    """The product name a PCI device ID stands for, where it stands for one product."""
+    entry = identity.pci_device(device_id)
+    return entry.products[0].name if entry is not None and len(entry.products) == 1 else None
 
 
 def _arch_of(gfx: Any, device_id: Any) -> str | None:
     """The ISA from a gfx name when the tool printed one, else from the PCI device id."""
     name = _text(gfx)
-    return normalize_gfx(name) if name else _known_device(device_id)[0]
+    if name:
+        return normalize_gfx(name)
+    entry = identity.pci_device(device_id)
+    return entry.products[0].arch if entry is not None else None
+
+
+def clean_text(text: str) -> str:
+    """A tool's output as people save and paste it, made plain: CRLF and CR line ends, terminal
+    colour codes (the escape character itself, or '^[' where a paste rendered it) removed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return re.sub(r"(?:\x1b|\^\[)\[[0-9;]*[A-Za-z]", "", text)
 
 
 def _cache_entries(value: Any) -> list[Mapping[str, Any]]:
@@ -243,15 +257,19 @@ def _static_facts(entry: Mapping[str, Any], source: str, position: int) -> AmdGp
     l2, last = _cache_sizes(_cache_entries(cache), "KB")
     sys_clock = sections.within(clock, ("sys",), (Mapping,), "clock") or {}
     mem_clock = sections.within(clock, ("mem",), (Mapping,), "clock") or {}
+    board = sections.get("board") or {}
     compute = partition.get("accelerator_partition", partition.get("compute_partition"))
     memory_mode = partition.get("memory_partition")
+    device_id = identity.pci_id(_text(asic.get("device_id")))
     return AmdGpuFacts(
         source=source,
         index=index,
         bdf=normalize_bdf(bus.get("bdf")),
-        market_name=market_name(asic.get("market_name")) or _known_device(asic.get("device_id"))[1],
-        arch=_arch_of(asic.get("target_graphics_version"), asic.get("device_id")),
-        compute_units=_int(asic.get("num_compute_units")),
+        market_name=market_name(asic.get("market_name"))
+        or market_name(board.get("product_name"))
+        or _named_by_id(device_id),
+        arch=_arch_of(asic.get("target_graphics_version"), device_id),
+        compute_units=_int(asic.get("num_compute_units", asic.get("num_of_compute_units"))),
         memory_bytes=quantity_bytes(vram.get("size", vram.get("vram_size_mb")), "MB"),
         l2_cache_bytes=l2,
         last_level_cache_bytes=last,
@@ -262,6 +280,8 @@ def _static_facts(entry: Mapping[str, Any], source: str, position: int) -> AmdGp
         memory_partition=_text(memory_mode),
         partition_id=_int(partition.get("partition_id")),
         partition_source=source if _present(compute) or _present(memory_mode) else None,
+        device_id=device_id,
+        subsystem_id=identity.pci_id(_text(asic.get("subsystem_id"))),
         errors=tuple(sections.errors),
     )
 
@@ -269,14 +289,24 @@ def _static_facts(entry: Mapping[str, Any], source: str, position: int) -> AmdGp
 def json_document(text: str, tool: str) -> Any:
     """The JSON a tool printed, from the first line that opens a list or an object: amd-smi
     prints 'WARNING: User is missing the following required groups ...' first when the user is
-    not in the render / video groups."""
+    not in the render / video groups; text after the document (a prompt, a log line) is ignored.
+    A document that stops before its closing brackets is said to be cut short, with the line."""
+    text = clean_text(text)
     start = re.search(r"^\s*[\[{]", text, re.MULTILINE)
     if start is None:
         raise ToolOutputError(f"{tool} printed no JSON (no line opens a list or an object)")
+    offset = start.start() + len(text[start.start() :]) - len(text[start.start() :].lstrip())
+    document = text[offset:]
     try:
-        return json.loads(text[start.start() :])
+        return json.JSONDecoder().raw_decode(document)[0]
     except json.JSONDecodeError as exc:
-        raise ToolOutputError(f"{tool} printed invalid JSON: {exc}") from None
+        line = text[: offset + exc.pos].count("\n") + 1
+        if exc.pos >= len(document.rstrip()):
+            raise ToolOutputError(
+                f"{tool}: the JSON is cut short (truncated) at line {line}: it ends before its closing brackets. "
+                "Save the command's whole output again"
+            ) from None
+        raise ToolOutputError(f"{tool} printed invalid JSON at line {line}: {exc.msg}") from None
 
 
 def parse_amd_smi_static_json(text: str) -> list[AmdGpuFacts]:
@@ -294,7 +324,7 @@ def parse_amd_smi_static_json(text: str) -> list[AmdGpuFacts]:
     return facts
 
 
-_BLOCK_HEAD = re.compile(r"^(GPU|CPU|CORE|NIC|SWITCH):\s*(\d+)\s*$")
+_BLOCK_HEAD = re.compile(r"^\s*(GPU|CPU|CORE|NIC|SWITCH):\s*(\d+)\s*$")
 
 
 def text_blocks(text: str) -> list[tuple[str, int, dict[str, Any]]]:
@@ -303,26 +333,27 @@ def text_blocks(text: str) -> list[tuple[str, int, dict[str, Any]]]:
     the group warning, CPU affinity masks) are skipped."""
     blocks: list[tuple[str, int, dict[str, Any]]] = []
     stack: list[tuple[int, dict[str, Any]]] = []
-    for line in text.splitlines():
+    for line in clean_text(text).expandtabs(8).splitlines():
         head = _BLOCK_HEAD.match(line)
+        indent = len(line) - len(line.lstrip())
         if head:
             root: dict[str, Any] = {}
             blocks.append((head.group(1), int(head.group(2)), root))
-            stack = [(-1, root)]
+            stack = [(indent, root)]
             continue
         content = line.strip()
-        if not stack or ":" not in content or not line.startswith((" ", "\t")):
+        if not stack or ":" not in content or indent <= stack[0][0]:
             continue
-        indent = len(line) - len(line.lstrip())
         key, _, value = content.partition(":")
-        while stack[-1][0] >= indent:
+        key = re.sub(r"\s+", "_", key.strip().lower())
+        while len(stack) > 1 and stack[-1][0] >= indent:
             stack.pop()
         parent = stack[-1][1]
         if value.strip():
-            parent.setdefault(key.strip().lower(), value.strip())
+            parent.setdefault(key, value.strip())
         else:
             child: dict[str, Any] = {}
-            parent[key.strip().lower()] = child
+            parent[key] = child
             stack.append((indent, child))
     return blocks
 
@@ -335,19 +366,40 @@ def parse_amd_smi_static_text(text: str) -> list[AmdGpuFacts]:
     return [_static_facts({"gpu": number, **block}, "amd-smi static", i) for i, (number, block) in enumerate(gpus)]
 
 
+def device_id_of_uuid(uuid: str | None) -> int | None:
+    """amd-smi's GPU UUID carries the PCI device ID in its first group ('9fff74b9-0000-...' is
+    0x74b9): an `amd-smi list` names the product without a static section."""
+    match = re.match(r"^[0-9a-f]{2}ff([0-9a-f]{4})-", (uuid or "").strip().lower())
+    return int(match.group(1), 16) if match else None
+
+
+def _list_entries(text: str) -> list[tuple[int, Mapping[str, Any]]]:
+    """`amd-smi list` blocks as (GPU number, fields): the text form, or its `--json` list."""
+    if re.match(r"\s*[\[{]", clean_text(text)):
+        data = json_document(text, "amd-smi list --json")
+        entries = data.get("gpu_data", []) if isinstance(data, Mapping) else data
+        return [(_int(e.get("gpu")) or i, e) for i, e in enumerate(entries or []) if isinstance(e, Mapping)]
+    return [(number, block) for kind, number, block in text_blocks(text) if kind == "GPU"]
+
+
 def parse_amd_smi_list(text: str) -> list[AmdGpuFacts]:
-    """`amd-smi list [-e]`: one block per GPU with its BDF; in CPX each partition is its own
-    function of the package's PCI device (0c:00.0 ... 0c:00.7)."""
-    facts = [
-        AmdGpuFacts(
-            source="amd-smi list",
-            index=number,
-            bdf=normalize_bdf(block.get("bdf")),
-            partition_id=_int(block.get("partition_id")),
+    """`amd-smi list [-e] [--json]`: one block per GPU with its BDF and UUID; in CPX each partition
+    is its own function of the package's PCI device (0c:00.0 ... 0c:00.7)."""
+    facts = []
+    for number, block in _list_entries(text):
+        device_id = device_id_of_uuid(_text(block.get("uuid")))
+        facts.append(
+            AmdGpuFacts(
+                source="amd-smi list",
+                index=number,
+                bdf=normalize_bdf(block.get("bdf")),
+                market_name=_named_by_id(device_id),
+                arch=_arch_of(None, device_id),
+                partition_id=_int(block.get("partition_id")),
+                uuid=_text(block.get("uuid")),
+                device_id=device_id,
+            )
         )
-        for kind, number, block in text_blocks(text)
-        if kind == "GPU"
-    ]
     if not facts:
         raise ToolOutputError("amd-smi list: no 'GPU: N' block in the output")
     return facts
@@ -355,16 +407,19 @@ def parse_amd_smi_list(text: str) -> list[AmdGpuFacts]:
 
 def _rocm_smi_card(index: int, card: Mapping[str, Any], driver: str | None, source: str) -> AmdGpuFacts:
     """One card of rocm-smi, keyed as its JSON and text print it (key case varies by release:
-    'Card Series' / 'Card series'); rocm-smi before 6.x has no GFX Version, only the device id."""
+    'Card Series' / 'Card series'); rocm-smi before 6.x has no GFX Version, only the device id,
+    which `--showproduct` prints as the 'Card Model'."""
     fields = {str(k).strip().lower(): v for k, v in card.items()}
-    device_id = fields.get("device id", fields.get("gpu id"))
+    device_id = identity.pci_id(_text(fields.get("device id", fields.get("gpu id")))) or identity.pci_id(
+        _text(fields.get("card model"))
+    )
     compute = fields.get("compute partition")
     memory_mode = fields.get("memory partition")
     return AmdGpuFacts(
         source=source,
         index=index,
         bdf=normalize_bdf(fields.get("pci bus")),
-        market_name=market_name(fields.get("device name") or fields.get("card series")) or _known_device(device_id)[1],
+        market_name=market_name(fields.get("device name") or fields.get("card series")) or _named_by_id(device_id),
         arch=_arch_of(fields.get("gfx version"), device_id),
         memory_bytes=_int(fields.get("vram total memory (b)")),
         driver_version=driver or _text(fields.get("driver version")),
@@ -372,6 +427,8 @@ def _rocm_smi_card(index: int, card: Mapping[str, Any], driver: str | None, sour
         memory_partition=_text(memory_mode),
         partition_id=_int(fields.get("partition id")),
         partition_source=source if _present(compute) or _present(memory_mode) else None,
+        device_id=device_id,
+        subsystem_id=identity.pci_id(_text(fields.get("subsystem id"))),
     )
 
 
@@ -391,16 +448,26 @@ def parse_rocm_smi_json(text: str) -> list[AmdGpuFacts]:
     return sorted(facts, key=lambda f: f.index if f.index is not None else -1)
 
 
-_ROCM_SMI_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*([^:]+?):\s*(.*?)\s*$")
-_ROCM_SMI_DRIVER = re.compile(r"^Driver version:\s*(\S+)", re.MULTILINE)
-_CONCISE_ROW = re.compile(r"^(\d+)\s+\[(0x[0-9a-fA-F]+)\s*:\s*0x[0-9a-fA-F]+\]\s+(.*)$")
-_CONCISE_MODES = re.compile(r"\b(NPS\d+|N/A),\s*([A-Z]PX|N/A)\b")
+_ROCM_SMI_LINE = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*([^:]+?):\s*(.*?)\s*$")
+# The driver: rocm-smi's own line, or `amd-smi version` pasted beside it ('... | amdgpu version: 6.10.5 | ...').
+_ROCM_SMI_DRIVER = re.compile(
+    r"^\s*(?:GPU\[\d+\]\s*:\s*)?Driver version:\s*(\S+)|\bamdgpu version:\s*([0-9][\w.+-]*)",
+    re.MULTILINE | re.IGNORECASE,
+)
+_NA = r"N/A|n/a|None"
+# The concise table's rows, one shape per release: ROCm 6.3+ 'Device  Node  IDs (DID, GUID) ...
+# Partitions (Mem, Compute, ID)'; ROCm 6.0 - 6.2 'Device  [Model : Revision] ... Partitions (Mem,
+# Compute)' with the name on the line under; ROCm 5 'GPU  Temp (DieEdge)  AvgPwr ...' (no identity).
+_CONCISE_IDS = re.compile(rf"^\s*(\d+)\s+(?:\d+\s+)?(0x[0-9a-fA-F]+|{_NA})\s*,\s*(?:\d+|{_NA})\s+(.*)$")
+_CONCISE_MODEL = re.compile(rf"^\s*(\d+)\s+\[\s*(0x[0-9a-fA-F]+|{_NA})\s*:\s*(?:0x[0-9a-fA-F]+|{_NA})\s*\]\s+(.*)$")
+_CONCISE_PLAIN = re.compile(r"^\s*(\d+)\s+(?:\d+(?:\.\d+)?\s*°?[cC]|N/A)\s")
+_CONCISE_MODES = re.compile(rf"\b(NPS\d+|{_NA})\s*,\s*([A-Z]PX|{_NA})(?:\s*,\s*(\d+|{_NA}))?(?=\s|$)")
 
 
 def _rocm_smi_showhw(lines: list[str], cards: dict[int, dict[str, Any]]) -> None:
     """`rocm-smi --showhw`: a table whose header names the columns ('GFX VER', 'BUS', 'PARTITION ID')."""
     for i, line in enumerate(lines):
-        if line.startswith("GPU ") and "GFX VER" in line and "BUS" in line:
+        if line.strip().startswith("GPU ") and "GFX VER" in line and "BUS" in line:
             header = re.split(r"\s{2,}", line.strip())
             for row in lines[i + 1 :]:
                 values = row.split()
@@ -417,88 +484,194 @@ def _rocm_smi_showhw(lines: list[str], cards: dict[int, dict[str, Any]]) -> None
                 )
 
 
-def _rocm_smi_concise(lines: list[str], cards: dict[int, dict[str, Any]]) -> None:
-    """`rocm-smi` (ROCm 6.1+ concise table): a row per GPU with '[device id : rev]' and
-    'Partitions (Mem, Compute)', the product name on the line under it."""
+def _concise_rows(lines: list[str]) -> list[tuple[int, dict[str, Any]]]:
+    """The concise table's rows as (device index, fields), in the order printed; only lines
+    under a 'Concise Info' banner or a header naming the columns are read."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    inside = False
     for i, line in enumerate(lines):
-        row = _CONCISE_ROW.match(line)
-        if not row:
+        if "End of ROCm SMI Log" in line:
+            inside = False
             continue
-        card = cards.setdefault(int(row.group(1)), {})
-        card.setdefault("device id", row.group(2))
-        modes = _CONCISE_MODES.search(row.group(3))
-        if modes:
-            card.setdefault("memory partition", modes.group(1))
-            card.setdefault("compute partition", modes.group(2))
-        name = lines[i + 1].strip() if i + 1 < len(lines) and lines[i + 1].startswith(" ") else ""
-        if name:
-            card.setdefault("card series", name)
+        if "Concise Info" in line or re.match(r"^\s*(Device|GPU)\s+(Node|\[Model|Temp)", line):
+            inside = True
+            continue
+        if not inside:
+            continue
+        row = _CONCISE_IDS.match(line) or _CONCISE_MODEL.match(line)
+        fields: dict[str, Any] = {}
+        if row:
+            fields["device id"] = row.group(2)
+            modes = _CONCISE_MODES.search(row.group(3))
+            if modes:
+                fields.update({"memory partition": modes.group(1), "compute partition": modes.group(2)})
+                fields["partition id"] = modes.group(3)
+            below = lines[i + 1] if i + 1 < len(lines) else ""
+            if row.re is _CONCISE_MODEL and below.strip() and not re.match(r"^\s*(\d+\s|=)", below):
+                fields["card series"] = below.strip()
+        elif not _CONCISE_PLAIN.match(line):
+            continue
+        rows.append((int(line.split()[0]), fields))
+    return rows
+
+
+def _inherit_partition_rows(rows: list[tuple[int, dict[str, Any]]]) -> None:
+    """ROCm 6.4.1 prints 'N/A' for the device ID and modes of every partition but the first
+    (ROCm/ROCm#4759): a row with partition ID k > 0 right after partition k - 1 belongs to the
+    same package and takes its ID and modes."""
+    for (_, previous), (_, row) in zip(rows, rows[1:]):
+        ids = _int(previous.get("partition id")), _int(row.get("partition id"))
+        if ids[0] is None or ids[1] is None or ids[1] != ids[0] + 1:
+            continue
+        for key in ("device id", "memory partition", "compute partition"):
+            if not _present(row.get(key)) and _present(previous.get(key)):
+                row[key] = previous[key]
+
+
+def _rocm_smi_concise(lines: list[str], cards: dict[int, dict[str, Any]]) -> None:
+    """`rocm-smi` (the concise table) of any release; see `_concise_rows`."""
+    rows = _concise_rows(lines)
+    _inherit_partition_rows(rows)
+    for index, fields in rows:
+        card = cards.setdefault(index, {})
+        for key, value in fields.items():
+            if _present(value):
+                card.setdefault(key, value)
 
 
 def parse_rocm_smi_text(text: str) -> list[AmdGpuFacts]:
-    """`rocm-smi` in text: the 'GPU[0]  : Key: value' lines of `-a` / `--showproduct` /
-    `--showbus` ..., the `--showhw` table and the concise table, in any mix."""
+    """`rocm-smi` in text: the 'GPU[0]  : Key: value' lines of `-a` / `-i` / `--showproduct` /
+    `--showbus` ..., the `--showhw` table and the concise table, in any mix (a paste of several)."""
+    text = clean_text(text)
     cards: dict[int, dict[str, Any]] = {}
     lines = text.splitlines()
     for line in lines:
         match = _ROCM_SMI_LINE.match(line)
-        if match:
+        if match and _present(match.group(3)):
             cards.setdefault(int(match.group(1)), {}).setdefault(match.group(2).strip(), match.group(3))
     _rocm_smi_showhw(lines, cards)
     _rocm_smi_concise(lines, cards)
     if not cards:
         raise ToolOutputError("rocm-smi: no GPU line, --showhw table or concise table in the output")
     driver = _ROCM_SMI_DRIVER.search(text)
-    return [
-        _rocm_smi_card(index, cards[index], driver.group(1) if driver else None, "rocm-smi") for index in sorted(cards)
-    ]
+    version = (driver.group(1) or driver.group(2)) if driver else None
+    return [_rocm_smi_card(index, cards[index], version, "rocm-smi") for index in sorted(cards)]
 
 
-_AGENT_SPLIT = re.compile(r"^\*+\s*\nAgent \d+\s*\n\*+\s*$", re.MULTILINE)
-_COARSE_POOL = re.compile(r"Segment:\s*GLOBAL;\s*FLAGS:\s*COARSE GRAINED\s*\n\s*Size:\s*(\d+)\(0x[0-9a-fA-F]+\)\s*KB")
+# --- rocminfo -----------------------------------------------------------------------------------
+
+# An agent's header as rocminfo prints it ('*******' / 'Agent 3' / '*******') and as people
+# paste it: indented, stars on the same line, a remark after the number ('Agent 3 (first GPU)').
+_AGENT_HEAD = re.compile(r"^[ \t*]*Agent[ \t]+\d+\b.*$", re.MULTILINE)
+_AGENT_NAME = re.compile(r"^[ \t]*Name[ \t]*:[ \t]*(?!amdgcn-)\S.*$", re.MULTILINE)
+_ROCK_VERSION = re.compile(r"ROCk module version\s+(\S+)\s+is loaded", re.IGNORECASE)
+# A global memory pool: 'Segment: GLOBAL; FLAGS: COARSE GRAINED' then 'Size: 268419072(0x...) KB',
+# or condensed on one line: 'Pool 1: GLOBAL; COARSE GRAINED   268419072 KB'.
+_POOL_LONG = re.compile(
+    r"Segment[ \t]*:[ \t]*GLOBAL;[ \t]*(?:FLAGS:)?[ \t]*([^\n]*?)[ \t]*\n[ \t]*Size[ \t]*:[ \t]*(\d+)"
+)
+_POOL_SHORT = re.compile(
+    r"Pool[ \t]+\d+[ \t]*:[ \t]*GLOBAL;[ \t]*(?:FLAGS:)?[ \t]*([A-Z ,]*?)[ \t]+(\d+)[ \t]*(?:\(0x[0-9a-fA-F]+\))?[ \t]*KB"
+)
+_ISA = re.compile(r"amdgcn-amd-amdhsa--(gfx[0-9a-fA-F]+(?::[A-Za-z0-9_]+[+-])*)(?=[\s,]|$)")
 
 
 def _rocminfo_field(block: str, label: str) -> str | None:
-    match = re.search(rf"^\s*{re.escape(label)}:\s*(.*?)\s*$", block, re.MULTILINE)
+    match = re.search(rf"^[ \t]*{re.escape(label)}[ \t]*:[ \t]*(.*?)[ \t]*$", block, re.MULTILINE)
     return match.group(1) if match else None
 
 
 def _rocminfo_cache_kb(block: str, level: str) -> int | None:
-    match = re.search(rf"^\s*{level}:\s*(\d+)\(0x[0-9a-fA-F]+\)\s*KB", block, re.MULTILINE)
+    match = re.search(rf"^[ \t]*{level}[ \t]*:[ \t]*(\d+)", block, re.MULTILINE)
     return int(match.group(1)) * 1024 if match else None
 
 
+def _rocminfo_hex(value: str | None) -> int | None:
+    """'29857(0x74a1)' -> 0x74a1; '0x74a1' and '29857' too."""
+    if not value:
+        return None
+    inner = re.search(r"\(0x([0-9a-fA-F]+)\)", value)
+    return int(inner.group(1), 16) if inner else _int(value)
+
+
+def _coarse_pool_bytes(block: str) -> int | None:
+    """The GPU agent's coarse-grained global pool (its device memory), in either form."""
+    for flags, size in [*_POOL_LONG.findall(block), *_POOL_SHORT.findall(block)]:
+        if "COARSE" in flags.upper() and "FINE" not in flags.upper():
+            return int(size) * 1024
+    return None
+
+
+def agent_blocks(text: str) -> list[str]:
+    """rocminfo's agents, one text block each: split at the 'Agent N' headers, or, in a paste that
+    lost them, at each agent's 'Name:' line (an ISA's name starts with 'amdgcn-' and is not one)."""
+    heads = list(_AGENT_HEAD.finditer(text)) or list(_AGENT_NAME.finditer(text))
+    ends = [m.start() for m in heads[1:]] + [len(text)]
+    return [text[m.start() : end] for m, end in zip(heads, ends)]
+
+
+def _no_gpu_agent(blocks: list[str]) -> ToolOutputError:
+    """Why a rocminfo that lists agents lists no GPU, and what to do."""
+    cpus = [_rocminfo_field(b, "Marketing Name") or _rocminfo_field(b, "Name") or "?" for b in blocks]
+    named = ", ".join(dict.fromkeys(cpus))
+    if any("MI300A" in cpu for cpu in cpus):
+        return ToolOutputError(
+            f"rocminfo lists {len(cpus)} CPU agents ({named}) and no GPU agent: the amdgpu driver did not "
+            "initialise the MI300A's GPUs. Look for 'Fatal error during GPU init' in `dmesg | grep amdgpu`, "
+            "fix the driver (amdgpu-dkms for this kernel), reboot and save rocminfo again"
+        )
+    return ToolOutputError(
+        f"rocminfo lists {len(cpus)} CPU agent{'s' if len(cpus) != 1 else ''} ({named}) and no GPU agent: the "
+        "amdgpu driver initialised no GPU, or this user cannot open /dev/kfd. Check `dmesg | grep amdgpu` and "
+        "membership of the render and video groups, then save rocminfo again"
+    )
+
+
 def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
-    """`rocminfo`: one fact per agent whose Device Type is GPU, in agent order. Its L2 is the
-    whole package's (all 8 XCDs of an MI300X: 32768 KB); the device memory is the GPU agent's
-    coarse-grained global pool."""
-    if "HSA Agents" not in text:
-        raise ToolOutputError("rocminfo output has no 'HSA Agents' section")
+    """`rocminfo` as it prints and as people paste it (indented, tab-separated, trailing spaces
+    cut, CRLF, agent headers rewritten or missing, pools condensed on one line): one fact per
+    agent whose Device Type is GPU, in agent order. Its L2 is the whole package's (all 8 XCDs of
+    an MI300X: 32768 KB); the device memory is the GPU agent's coarse-grained global pool; the
+    driver is the version in 'ROCk module version 6.8.5 is loaded'."""
+    text = clean_text(text)
+    if re.search(r"ROCk module is NOT loaded", text, re.IGNORECASE):
+        raise ToolOutputError(
+            "rocminfo says the ROCk module is NOT loaded: the amdgpu kernel driver is not running, so no GPU "
+            "can be used. Load it (modprobe amdgpu), check `dmesg | grep amdgpu`, and save rocminfo again"
+        )
+    blocks = agent_blocks(text)
+    if not blocks:
+        raise ToolOutputError("rocminfo: no agent in the output (neither 'Agent N' headers nor 'Name:' lines)")
+    rock = _ROCK_VERSION.search(text)
     facts: list[AmdGpuFacts] = []
-    for block in _AGENT_SPLIT.split(text)[1:]:
+    for block in blocks:
         if (_rocminfo_field(block, "Device Type") or "").upper() != "GPU":
             continue
-        isa = re.search(r"amdgcn-amd-amdhsa--(\S+)", block)
+        isa = _ISA.search(block)
         gcn = parse_gcn_arch(isa.group(1) if isa else (_rocminfo_field(block, "Name") or ""))
         bdfid = _int(_rocminfo_field(block, "BDFID"))
         l2 = _rocminfo_cache_kb(block, "L2")
-        pool = _COARSE_POOL.search(block)
+        device_id = _rocminfo_hex(_rocminfo_field(block, "Chip ID")) or None
         facts.append(
             AmdGpuFacts(
                 source="rocminfo",
                 index=len(facts),
-                bdf=bdf_from_bdfid(bdfid) if bdfid is not None else None,
+                bdf=bdf_from_bdfid(bdfid) if bdfid else None,
                 market_name=market_name(_rocminfo_field(block, "Marketing Name")),
-                arch=gcn.name or None,
+                arch=gcn.name if gcn.name.startswith("gfx") else _arch_of(None, device_id),
                 arch_features=gcn.features,
                 compute_units=_int(_rocminfo_field(block, "Compute Unit")),
-                memory_bytes=int(pool.group(1)) * 1024 if pool else None,
+                memory_bytes=_coarse_pool_bytes(block),
                 l2_cache_bytes=l2,
                 last_level_cache_bytes=_rocminfo_cache_kb(block, "L3") or l2,
                 max_clock_mhz=_int(_rocminfo_field(block, "Max Clock Freq. (MHz)")),
+                driver_version=rock.group(1) if rock else None,
                 uuid=_text(_rocminfo_field(block, "Uuid")),
+                device_id=device_id,
             )
         )
+    if not facts:
+        raise _no_gpu_agent(blocks)
     return facts
 
 
@@ -539,6 +712,8 @@ def facts_from_amdsmi(
         compute_partition=_text(compute_partition),
         memory_partition=_text(memory_partition),
         partition_source=source if _present(compute_partition) or _present(memory_partition) else None,
+        device_id=identity.pci_id(asic.get("device_id")),
+        subsystem_id=identity.pci_id(asic.get("subsystem_id")),
     )
 
 
@@ -561,21 +736,27 @@ def merge_facts(primary: AmdGpuFacts, extra: AmdGpuFacts) -> AmdGpuFacts:
     return replace(primary, source=f"{primary.source}+{extra.source}", **updates)
 
 
-def match_facts(bdfs: list[str | None], facts: list[AmdGpuFacts]) -> list[AmdGpuFacts | None]:
-    """Pair each torch-visible GPU (by PCI address) with the tool's facts.
+def match_facts(bdfs: list[str | None], facts: list[AmdGpuFacts], same_node: bool = False) -> list[AmdGpuFacts | None]:
+    """Pair each device (by PCI address) with the tool's facts.
 
-    A PCI address shared by several partitions (CPX) is matched in order; devices with no
-    address fall back to the tool's order only when the counts agree (no visibility mask).
+    The same address first, then the same PCI device (partitions differ only in the function,
+    and torch reports function 0 for all of them), in order. Devices fall back to the tool's
+    order only when the counts agree (no visibility mask) and either one side has no addresses
+    or both were read on this node now (`same_node`: torch and a tool): two saved listings
+    with addresses and none in common are of different cards, and stay unpaired.
     """
     remaining = list(facts)
     matched: list[AmdGpuFacts | None] = []
     for bdf in bdfs:
         key = normalize_bdf(bdf)
-        hit = next((f for f in remaining if key and f.bdf and _same_device(f.bdf, key)), None)
+        hit = next((f for f in remaining if key and f.bdf == key), None) or next(
+            (f for f in remaining if key and f.bdf and _same_device(f.bdf, key)), None
+        )
         if hit is not None:
             remaining.remove(hit)
         matched.append(hit)
-    if all(m is None for m in matched) and len(bdfs) == len(facts):
+    addressed = any(normalize_bdf(b) for b in bdfs) and any(f.bdf for f in facts)
+    if all(m is None for m in matched) and len(bdfs) == len(facts) and (same_node or not addressed):
         return list(facts)
     return matched
 

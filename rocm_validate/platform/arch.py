@@ -48,29 +48,6 @@ def normalize_gfx(name: str) -> str:
     return text
 
 
-# PCI device id -> (ISA, product) for the parts whose ids appear in the tool outputs this project
-# was checked against; read only where a tool prints the id but not the gfx name (rocm-smi -a,
-# rocm-smi --showhw, ROCm 6.0 amd-smi). A product of None: the id is shared by several products.
-_PCI_DEVICE_IDS: dict[int, tuple[str, str | None]] = {
-    0x7408: ("gfx90a", None),
-    0x740C: ("gfx90a", None),
-    0x740F: ("gfx90a", "AMD Instinct MI210"),
-    0x74A0: ("gfx942", "AMD Instinct MI300A"),
-    0x74A1: ("gfx942", "AMD Instinct MI300X"),
-    0x74A2: ("gfx942", "AMD Instinct MI308X"),
-}
-
-
-def pci_device(device_id: str | int | None) -> tuple[str, str | None] | None:
-    """'0x74a1' -> ('gfx942', 'AMD Instinct MI300X'); None for an id not in the table."""
-    if isinstance(device_id, str):
-        try:
-            device_id = int(device_id.strip(), 16)
-        except ValueError:
-            return None
-    return None if device_id is None else _PCI_DEVICE_IDS.get(device_id)
-
-
 def parse_gcn_arch(gcn_arch_name: str) -> GcnArch:
     """`gfx942:sramecc+:xnack-` -> GcnArch('gfx942', (('sramecc', True), ('xnack', False)))."""
     head, *switches = gcn_arch_name.strip().split(":")

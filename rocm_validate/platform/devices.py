@@ -29,7 +29,9 @@ from rocm_validate.platform import (
     amdsmi_import,
     arch,
     capabilities,
+    identity,
     partitions,
+    peaks,
 )
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.probing import ProbeErrors
@@ -58,6 +60,7 @@ class DeviceInfo:
     name: str
     arch: str  # "gfx942", "sm_90", or the CPU model
     device_key: str
+    key_aliases: tuple[str, ...] = ()  # keys earlier releases or other tools gave this device: still read
     arch_features: tuple[tuple[str, bool], ...] = ()  # sramecc / xnack, or CPU vector ISA
     compute_units: int | None = None
     memory_bytes: int | None = None
@@ -111,7 +114,7 @@ class DeviceInfo:
         data = asdict(self)
         for name in ("arch_features", "libraries", "visibility"):
             data[name] = dict(getattr(self, name))
-        for name in ("fp8_formats", "attention_backends", "sources", "errors"):
+        for name in ("key_aliases", "fp8_formats", "attention_backends", "sources", "errors"):
             data[name] = list(getattr(self, name))
         data["flash_attention"] = self.flash_attention
         data["mem_efficient_attention"] = self.mem_efficient_attention
@@ -214,9 +217,29 @@ def build_gpu_info(
     ):
         name = amd.market_name
     compute_units = facts.multi_processor_count or (amd.compute_units if amd else None)
+    who = product_identity(backend, name, gpu_arch_name, compute_units, amd)
+    tool_name = name
+    if who is not None and (who.product is not None or not name):
+        name = who.name or name or "AMD GPU"
+    if who is not None and who.arch and not gpu_arch_name.startswith("gfx"):
+        gpu_arch_name = who.arch
     partition = partition_mode(backend, name, gpu_arch_name, compute_units, amd)
     compute_partition = partition.compute if partition else None
     memory_partition = partition.memory if partition else None
+    product = who.product if who is not None else None
+    count = _partitions_of(name, gpu_arch_name, compute_partition)
+    notes = [who.problem] if who is not None and who.problem else []
+    if product is not None and not compute_units and product.compute_units and count:
+        compute_units = product.compute_units // count
+    memory = facts.total_memory or (amd.memory_bytes if amd else None)
+    if not facts.total_memory and product is not None and count:
+        memory, note = _partition_memory(product, count, memory, compute_partition, amd.source if amd else "the tool")
+        notes += [note] if note else []
+    if product is not None:
+        key = identity.product_key(product, gpu_arch_name, compute_partition, memory_partition)
+        aliases = identity.legacy_keys(product, gpu_arch_name, compute_partition, memory_partition, (tool_name,))
+    else:
+        key, aliases = arch.device_key(backend, name, gpu_arch_name, compute_partition, memory_partition), ()
     sources = ["torch"]
     if amd is not None:
         sources.append(amd.source)
@@ -237,10 +260,11 @@ def build_gpu_info(
         index=facts.index,
         name=name,
         arch=gpu_arch_name,
-        device_key=arch.device_key(backend, name, gpu_arch_name, compute_partition, memory_partition),
+        device_key=key,
+        key_aliases=aliases,
         arch_features=features,
         compute_units=compute_units,
-        memory_bytes=facts.total_memory or (amd.memory_bytes if amd else None),
+        memory_bytes=memory,
         l2_cache_bytes=facts.l2_cache_size or (amd.l2_cache_bytes if amd else None),
         last_level_cache_bytes=_last_level_cache(backend, gpu_arch_name, facts, amd),
         max_clock_mhz=_first(
@@ -275,8 +299,44 @@ def build_gpu_info(
         pci_bus_id=_first(amd_tools.normalize_bdf(facts.pci_bus_id), amd.bdf if amd else None),
         uuid=facts.uuid or (amd.uuid if amd else None),
         sources=tuple(sources),
-        errors=(*errors, *(amd.errors if amd else ())),
+        errors=(*errors, *(amd.errors if amd else ()), *notes),
     )
+
+
+def product_identity(
+    backend: str, name: str, gpu_arch: str, compute_units: int | None, amd: AmdGpuFacts | None
+) -> identity.Identity | None:
+    """Which product an AMD GPU is (`identity.identify`): its PCI device ID where a tool printed
+    one, the CU count where the ID covers several products, the name last; None off ROCm."""
+    if backend != "rocm":
+        return None
+    device_id = amd.device_id if amd else None
+    subsystem = amd.subsystem_id if amd else None
+    return identity.identify(
+        device_id, name, gpu_arch if gpu_arch.startswith("gfx") else None, compute_units, subsystem
+    )
+
+
+def _partition_memory(
+    product: identity.Product, count: int, memory: int | None, mode: str | None, source: str
+) -> tuple[int | None, str | None]:
+    """A partition's memory where the tool printed its package's for it, and the note that says so."""
+    share = identity.partition_memory(product, count, memory)
+    if not share or not memory or share == memory:
+        return memory, None
+    return share, (
+        f"{source} printed the whole package's memory ({memory / 1024**3:.1f} GiB) for each of the {count} {mode} "
+        f"partitions (ROCm/ROCm#4750); each partition's share, {share / 1024**3:.1f} GiB, is used"
+    )
+
+
+def _partitions_of(name: str, gpu_arch: str, compute_partition: str | None) -> int | None:
+    """How many devices the package shows in this compute mode (8 for an MI300X in CPX; 1 for a
+    part without partition modes); None where a partitionable part's mode is not known."""
+    row = peaks.find_peaks(name, gpu_arch)
+    if compute_partition is None:
+        return 1 if row is None or row.xcds == 1 else None
+    return peaks.partition_count(row, compute_partition) if row is not None else None
 
 
 def partition_mode(
@@ -539,7 +599,7 @@ def discover_gpus(torch: Any, env: Mapping[str, str]) -> list[DeviceInfo]:
     amd_matched: list[AmdGpuFacts | None] = [None] * len(gpus)
     nvml: dict[str, NvmlFacts] = {}
     if backend == "rocm":
-        matched = amd_tools.match_facts([g.pci_bus_id for g in gpus], _amd_facts(env, errors))
+        matched = amd_tools.match_facts([g.pci_bus_id for g in gpus], _amd_facts(env, errors), same_node=True)
         amd_matched = [with_sysfs_partition(amd, g.pci_bus_id) for amd, g in zip(matched, gpus)]
     else:
         nvml = errors.run("nvidia-ml-py", _nvml_facts, {})

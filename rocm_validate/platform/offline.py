@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.platform import amd_tools, arch, partitions
+from rocm_validate.platform import amd_tools, arch, identity, partitions, peaks
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.devices import (
     DeviceInfo,
@@ -113,15 +113,122 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
 
 
 def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]:
-    listings = [errors.run(name, partial(parse, outputs[name]), []) for name, parse in _AMD_PARSERS if name in outputs]
-    listings = [listing for listing in listings if listing]
+    """One fact per GPU from every AMD output: the listing with the most GPUs sets the list (a
+    disagreement on the count is said), each GPU's facts are folded from every output that lists
+    it, the more trusted output first (`_AMD_PARSERS` order), and outputs that describe
+    different products for one GPU are not combined."""
+    listings = [
+        (name, errors.run(name, partial(parse, outputs[name]), [])) for name, parse in _AMD_PARSERS if name in outputs
+    ]
+    listings = [(name, listing) for name, listing in listings if listing]
     if not listings:
         return []
-    merged, *others = listings
-    for other in others:
-        matched = amd_tools.match_facts([f.bdf for f in merged], other)
-        merged = [amd_tools.merge_facts(f, m) if m is not None else f for f, m in zip(merged, matched)]
+    base_name, base = max(listings, key=lambda item: len(item[1]))
+    paired: list[list[tuple[str, AmdGpuFacts]]] = [[(base_name, f)] for f in base]
+    for name, listing in listings:
+        if name == base_name:
+            continue
+        matched = amd_tools.match_facts([slot[0][1].bdf for slot in paired], listing)
+        if not any(matched):
+            errors.messages.append(_unpaired(name, listing, base_name))
+            continue
+        for slot, facts in zip(paired, matched):
+            if facts is not None:
+                slot.append((name, facts))
+        paired += [[(name, f)] for f in listing if f.bdf and not any(f is m for m in matched)]
+    errors.messages.extend(_count_disagreements(listings, base_name, len(paired)))
+    trust = {name: rank for rank, (name, _) in enumerate(_AMD_PARSERS)}
+    merged = [_fold(sorted(slot, key=lambda item: trust[item[0]]), errors) for slot in paired]
+    errors.messages.extend(_memory_disagreements(paired, trust))
+    errors.messages.extend(_incomplete_packages(merged))
     return _modes_from_shared_addresses(merged)
+
+
+def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
+    """Packages the outputs list fewer partitions of than their mode has (ROCm/ROCm#4750: 63 of
+    64 CPX partitions): each run of partition IDs from 0 is one package."""
+    runs: list[list[int]] = []
+    for position, f in enumerate(facts):
+        if f.partition_id is None or not f.compute_partition:
+            continue
+        if f.partition_id == 0 or not runs:
+            runs.append([])
+        runs[-1].append(position)
+    problems = []
+    for run in runs:
+        first = facts[run[0]]
+        row = peaks.find_peaks(first.market_name or "", first.arch or "")
+        expected = peaks.partition_count(row, first.compute_partition) if row is not None else None
+        if row is not None and expected and len(run) < expected:
+            problems.append(
+                f"GPUs {run[0]}-{run[-1]} are {len(run)} {first.compute_partition} partitions of one {row.product} "
+                f"package, which has {expected} in that mode: a partition is missing from the outputs (not "
+                "initialised, or hidden); check `dmesg | grep amdgpu` and save the outputs again"
+            )
+    return problems
+
+
+def _count_disagreements(listings: list[tuple[str, list[AmdGpuFacts]]], base_name: str, described: int) -> list[str]:
+    counts = {name: len(listing) for name, listing in listings}
+    if len(set(counts.values())) == 1:
+        return []
+    listed = ", ".join(f"{name} {count}" for name, count in counts.items())
+    return [
+        f"the outputs disagree on the GPU count ({listed}); the node is described with {described}: those "
+        f"{base_name} lists and any other output adds. Save every output on the node at one time, for every "
+        "GPU (`rocm-validate bundle DIR`)"
+    ]
+
+
+def _unpaired(name: str, listing: list[AmdGpuFacts], base_name: str) -> str:
+    if not any(f.bdf for f in listing):
+        return (
+            f"{name} lists {len(listing)} GPUs without PCI addresses, so they cannot be paired with those of "
+            f"{base_name}; {name} was not combined with it"
+        )
+    shown = ", ".join(dict.fromkeys(f.bdf or "?" for f in listing[:4]))
+    return (
+        f"{name} lists GPUs at {shown}{', ...' if len(listing) > 4 else ''}, none of which {base_name} lists: "
+        f"outputs of different nodes or cards? {name} was not combined with it. Save both on the same node"
+    )
+
+
+def _product_of(facts: AmdGpuFacts) -> str | None:
+    who = identity.identify(facts.device_id, facts.market_name, facts.arch, None, facts.subsystem_id)
+    return who.product.name if who.product is not None else None
+
+
+def _fold(slot: list[tuple[str, AmdGpuFacts]], errors: ProbeErrors) -> AmdGpuFacts:
+    """One GPU's facts from each output that lists it, most trusted first; an output naming
+    another product (or ISA) for it is left out and said so."""
+    (first_name, merged), *rest = slot
+    for name, facts in rest:
+        mine, theirs = _product_of(merged), _product_of(facts)
+        arch_clash = merged.arch and facts.arch and not identity.same_silicon(merged.arch, facts.arch)
+        if (mine and theirs and mine != theirs) or arch_clash:
+            said = f"{theirs or facts.arch}" if theirs or arch_clash else "?"
+            errors.messages.append(
+                f"{first_name} and {name} describe different GPUs at {merged.bdf or f'GPU {merged.index}'}: "
+                f"{mine or merged.arch} and {said}; {name} was not combined with it. Save both on the same node"
+            )
+            continue
+        merged = amd_tools.merge_facts(merged, facts)
+    return merged
+
+
+def _memory_disagreements(paired: list[list[tuple[str, AmdGpuFacts]]], trust: Mapping[str, int]) -> list[str]:
+    """Outputs whose memory figures for one GPU differ by more than 10%, once per pair of outputs."""
+    found: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for slot in paired:
+        sized = sorted(((trust[n], n, f.memory_bytes) for n, f in slot if f.memory_bytes), key=lambda x: x[0])
+        for (_, first, kept), (_, other, theirs) in zip(sized, sized[1:]):
+            if abs(kept - theirs) > 0.1 * max(kept, theirs):
+                found.setdefault((first, other), []).append((kept, theirs))
+    return [
+        f"{first} and {other} disagree on the memory of {len(pairs)} GPU{'s' if len(pairs) > 1 else ''} "
+        f"({pairs[0][0] / 1024**3:.1f} GiB against {pairs[0][1] / 1024**3:.1f} GiB); {first}'s figures are used"
+        for (first, other), pairs in found.items()
+    ]
 
 
 def _modes_from_shared_addresses(facts: list[AmdGpuFacts]) -> list[AmdGpuFacts]:
@@ -159,7 +266,7 @@ def _amd_device(amd: AmdGpuFacts, position: int, errors: tuple[str, ...]) -> Dev
     """One AMD GPU from the saved outputs; the tools' facts stand where torch's would."""
     as_torch = TorchGpuFacts(
         index=position,
-        name=amd.market_name or "AMD GPU",
+        name=amd.market_name or "",
         major=0,
         minor=0,
         total_memory=0,

@@ -11,8 +11,10 @@ or cut-down part (MI308X, MI300X VF is matched as MI300X on purpose) never borro
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+from rocm_validate.platform import identity
 
 if TYPE_CHECKING:  # devices imports this module (partition inference); the type is all peak_for needs
     from rocm_validate.platform.devices import DeviceInfo
@@ -45,6 +47,21 @@ class DevicePeaks:
             raise ValueError(f"unknown peak kind {kind!r}; known: {', '.join(KINDS)}")
         return getattr(self, kind)
 
+
+_MI250_GCD = DevicePeaks(
+    "AMD Instinct MI250 (one GCD)",
+    r"^(?!.*\bmi250x/mi250\b).*\bmi250\b",
+    "gfx90a",
+    181.0,
+    181.0,
+    45.3,
+    None,
+    1638.4,
+    32.0,
+    1,
+    f"{_AMD_SPECS}/mi200/mi250.html",
+    compute_units=104,
+)
 
 PEAKS: tuple[DevicePeaks, ...] = (
     # AMD: compute peaks are CUs x peak engine clock x FLOPs per CU per clock, as the datasheets print them.
@@ -118,10 +135,12 @@ PEAKS: tuple[DevicePeaks, ...] = (
         f"{_AMD_SPECS}/mi350/mi350x.html",
         compute_units=256,
     ),
-    # MI250X / MI250: the datasheet figure covers two GCDs; PyTorch sees each GCD as a device.
+    # MI250X / MI250: the datasheet figure covers two GCDs; PyTorch sees each GCD as a device. One PCI
+    # device ID (0x740c) serves both, and ROCm names both "AMD Instinct MI250X/MI250": a GCD's CUs
+    # (110 or 104) tell them apart, and that name without a CU count matches neither row.
     DevicePeaks(
         "AMD Instinct MI250X (one GCD)",
-        r"\bmi250x\b",
+        r"\bmi250x\b(?!/mi250\b)",
         "gfx90a",
         191.5,
         191.5,
@@ -131,20 +150,11 @@ PEAKS: tuple[DevicePeaks, ...] = (
         32.0,
         1,
         f"{_AMD_SPECS}/mi200/mi250x.html",
+        compute_units=110,
     ),
-    DevicePeaks(
-        "AMD Instinct MI250 (one GCD)",
-        r"\bmi250\b",
-        "gfx90a",
-        181.0,
-        181.0,
-        45.3,
-        None,
-        1638.4,
-        32.0,
-        1,
-        f"{_AMD_SPECS}/mi200/mi250.html",
-    ),
+    _MI250_GCD,
+    # MI210: one GCD of the MI250's, on a PCIe card (the same CUs, clock and HBM2e bandwidth).
+    replace(_MI250_GCD, product="AMD Instinct MI210", pattern=r"\bmi210\b", source=f"{_AMD_SPECS}/mi200/mi210.html"),
     # NVIDIA: tensor-core figures are the datasheet's "with sparsity" numbers halved.
     DevicePeaks(
         "NVIDIA H100 SXM",
@@ -256,13 +266,29 @@ PEAKS: tuple[DevicePeaks, ...] = (
 PARTITION_COUNTS = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4}
 
 
-def find_peaks(name: str, arch: str) -> DevicePeaks | None:
-    """The datasheet row for a device name and architecture; None for unlisted devices."""
-    text = name.lower()
+def find_peaks(name: str, arch: str, compute_units: int | None = None) -> DevicePeaks | None:
+    """The datasheet row for a device name and architecture; None for unlisted devices. An
+    engineering sample's ISA (MI300A A0: gfx940) finds its product's row; a one-die part whose
+    CU count is known must have the row's (104 CUs is no MI250X GCD)."""
+    product = identity.identify(name=name, arch=arch, compute_units=compute_units).product
+    text = (product.name if product is not None else name).lower()
     for row in PEAKS:
-        if row.arch == arch and re.search(row.pattern, text):
-            return row
+        if arch not in _row_archs(row) or not re.search(row.pattern, text):
+            continue
+        if row.xcds == 1 and row.compute_units and compute_units and compute_units != row.compute_units:
+            continue
+        return row
     return None
+
+
+def _row_archs(row: DevicePeaks) -> tuple[str, ...]:
+    product = next((p for p in identity.PRODUCTS if p.name == row.product), None)
+    return (row.arch, *(product.early_archs if product else ()))
+
+
+def row_for(device: DeviceInfo) -> DevicePeaks | None:
+    """The datasheet row of a described device (its name, ISA and CU count)."""
+    return find_peaks(device.name, device.arch, device.compute_units)
 
 
 def partition_count(row: DevicePeaks, compute_partition: str | None) -> int | None:
@@ -290,7 +316,7 @@ def peak_for(device: DeviceInfo, kind: str) -> float | None:
     A compute partition gets its share of the math peaks; memory bandwidth per partition is not
     on any datasheet, so a partitioned device has no memory peak. The host link is per device.
     """
-    row = find_peaks(device.name, device.arch)
+    row = row_for(device)
     if row is None:
         return None
     value = row.value(kind)
