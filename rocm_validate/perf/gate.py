@@ -30,7 +30,7 @@ import fnmatch
 import math
 import shlex
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -209,6 +209,23 @@ def threshold_for(name: str, backend: str, rules: Iterable[ThresholdRule] = DEFA
         if rule.matches(name, backend):
             return rule.threshold
     return Threshold()
+
+
+def noise_band(name: str, backend: str, rules: Iterable[ThresholdRule] = ()) -> Callable[..., tuple[float, str] | None]:
+    """How far (a fraction) two measurements of `name` on `backend` may differ before the
+    difference is more than noise, as a function of each one's relative spread (IQR / median,
+    None where unmeasured): the baseline gate's band, with how it was derived. It returns None for
+    an informational metric or one not compared across GPUs (host timings). The peer comparison
+    inside a node, the bandwidth dips and the fleet's node-against-median comparison all use it."""
+    threshold = threshold_for(name, backend, rules)
+
+    def band(*dispersions: float | None) -> tuple[float, str] | None:
+        if threshold.informational or not threshold.peers:
+            return None
+        noise = combined_noise(*(relative_noise(d) for d in dispersions))
+        return threshold.allowed(noise), threshold.describe(noise)
+
+    return band
 
 
 # The gate uses a baseline's between-run spread once this many recording runs are folded in.
