@@ -508,24 +508,28 @@ def judge(
 
 
 def judge_floor(metric: Metric, floor: Any, device_key: str, update_command: str = UPDATE_COMMAND) -> Judgement:
-    """Compare a higher-is-better `metric` with the least its SKU may measure (`floors.Floor`).
-    Pure; 'floor-pass' or 'below-floor', the message naming the floor's source."""
+    """Compare `metric` with the least its SKU may measure (`floors.Floor`), or, for a
+    lower-is-better metric, the most (a ceiling: peak memory). Pure; 'floor-pass' or
+    'below-floor' (worse than the floor or ceiling), the message naming its source."""
     ratio = metric.value / floor.value
-    summary = f"{format_number(metric.value)} {metric.unit} vs the floor {format_number(floor.value)} (ratio {ratio:.3f}; {floor.source})"
-    if (floor.unit, "higher") != (metric.unit, metric.better):
+    kind = getattr(floor, "kind", "floor")
+    summary = f"{format_number(metric.value)} {metric.unit} vs the {kind} {format_number(floor.value)} (ratio {ratio:.3f}; {floor.source})"
+    if (floor.unit, getattr(floor, "better", "higher")) != (metric.unit, metric.better):
         return Judgement(
-            "mismatch", f"the floor is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)"
+            "mismatch",
+            f"the {kind} is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)",
         )
-    if ratio < 1:
+    if ratio < 1 if metric.better == "higher" else ratio > 1:
+        where = "below the floor" if kind == "floor" else "above the ceiling"
         return Judgement(
             "below-floor",
-            f"below the floor: {summary}{_peak_note(metric)}. This SKU should reach the floor on any healthy node; "
+            f"{where}: {summary}{_peak_note(metric)}. This SKU should be within it on any healthy node; "
             f"check the node (clocks, other processes, the driver) before recording a baseline with {update_command}",
             ratio=ratio,
             bound=1.0,
         )
     return Judgement(
-        "floor-pass", f"no baseline on {device_key} yet; gated by the floor: {summary}", ratio=ratio, bound=1.0
+        "floor-pass", f"no baseline on {device_key} yet; gated by the {kind}: {summary}", ratio=ratio, bound=1.0
     )
 
 
