@@ -22,16 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # A few fast checks of each kind on the CPU: bf16 GEMMs against float64 (correctness), the square
 # GEMMs of every dtype and the device copy (perf, recorded without baselines).
 SELECTION = "(test_gemm and bfloat16) or (test_gemm_throughput and square) or test_device_copy"
-H100 = {
-    "backend": "cuda",
-    "index": 0,
-    "name": "NVIDIA H100 80GB HBM3",
-    "arch": "sm_90",
-    "device_key": "nvidia-h100-80gb-hbm3-sm90",
-    "torch_version": "2.11.0+cu130",
-    "runtime_version": "13.0",
-    "driver_version": "580.159.04",
-}
+# The lent H100 as `rocm-validate devices --json` described it (docs/measurements/h100-devices.json).
+H100 = json.loads((ROOT / "docs" / "measurements" / "h100-devices.json").read_text())["devices"][0]
 
 Report = dict[str, Any]
 
@@ -113,7 +105,7 @@ def as_gpu(report: Report, **device: Any) -> Report:
     """The same report as if an H100 node had written it, its measurements quiet (no other work
     on the host), so the GPU's bands apply."""
     changed = copy.deepcopy(report)
-    changed["device"] = {**changed["device"], **H100, **device}
+    changed["device"] = {**H100, **device}
     for metric in _metrics(changed):
         metric.get("extra", {}).pop("telemetry", None)
     return changed

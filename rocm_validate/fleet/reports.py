@@ -21,7 +21,7 @@ from rocm_validate.errors import JsonFileError
 from rocm_validate.perf.attribution import contention
 from rocm_validate.results import jsonfile
 from rocm_validate.results.metrics import BETTER
-from rocm_validate.results.report import FAILING_OUTCOMES, REPORT_SCHEMA
+from rocm_validate.results.report import FAILING_OUTCOMES, REPORT_SCHEMA, software_items
 from rocm_validate.results.triage import combine
 
 REPORT_VERSION: str = REPORT_SCHEMA["properties"]["schema"]["const"]
@@ -60,12 +60,7 @@ class Stack:
 
     def label(self) -> str:
         """'NVIDIA H100 80GB HBM3; torch 2.11.0+cu130, CUDA 13.0, driver 580.159.04'."""
-        runtime = {"rocm": "HIP", "cuda": "CUDA"}.get(self.backend)
-        items = [f"torch {self.torch or 'unknown'}"]
-        if runtime:
-            items.append(f"{runtime} {self.runtime or 'unknown'}")
-        if self.driver:
-            items.append(f"driver {self.driver}")
+        items = software_items(self.backend, self.torch or "unknown", self.runtime, self.driver)
         return f"{self.device_name}; {', '.join(items)}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -247,13 +247,19 @@ def device_summary(device: DeviceInfo) -> str:
     return f"{device.name} ({', '.join(parts)})"
 
 
+def software_items(backend: str, torch: str | None, runtime: str | None, driver: str | None) -> list[str]:
+    """['torch 2.11.0+cu130', 'CUDA 13.0', 'driver 580.159.04']: the software a rollout changes."""
+    name = {"rocm": "HIP", "cuda": "CUDA"}.get(backend)
+    items = [f"torch {torch}"]
+    if name:
+        items.append(f"{name} {runtime or 'unknown'}")
+    if driver:
+        items.append(f"driver {driver}")
+    return items
+
+
 def stack_summary(device: DeviceInfo) -> str:
-    runtime = {"rocm": "HIP", "cuda": "CUDA"}.get(device.backend)
-    items = [f"torch {device.torch_version}"]
-    if runtime:
-        items.append(f"{runtime} {device.runtime_version or 'unknown'}")
-    if device.driver_version:
-        items.append(f"driver {device.driver_version}")
+    items = software_items(device.backend, device.torch_version, device.runtime_version, device.driver_version)
     if device.fp8_formats:
         items.append("fp8 " + "/".join(device.fp8_formats))
     if device.preferred_blas:
