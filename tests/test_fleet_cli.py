@@ -112,3 +112,13 @@ def test_expected_hosts_come_from_a_file_a_folder_or_a_list(tmp_path):
 def test_a_missing_expect_file_is_one_line(fleet_folder, tmp_path, capsys):
     assert main(["fleet", str(fleet_folder), "--expect", str(tmp_path / "hosts.txt")]) == 2
     assert "no such file or folder; give a hosts file, a folder or host1,host2" in capsys.readouterr().err
+
+
+def test_a_fleet_report_written_into_the_reports_folder_is_not_read_back_as_a_node(fleet_folder, tmp_path, capsys):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for path in fleet_folder.glob("*.json"):
+        (folder / path.name).write_text(path.read_text())
+    assert main(["fleet", str(folder), "--out", str(folder)]) == 1
+    assert main(["fleet", str(folder), "--out", str(folder)]) == 1
+    assert capsys.readouterr().out.splitlines()[-2] == "rocm-validate fleet verdict: drain: node-2 (numerics)"

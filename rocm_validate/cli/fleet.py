@@ -98,12 +98,16 @@ class Outputs:
         return cls(**chosen)
 
 
-def report_paths(inputs: Iterable[Path]) -> list[Path]:
-    """The report files named, and the `*.json` files directly in the folders named, each once."""
+def report_paths(inputs: Iterable[Path], outputs: Outputs | None = None) -> list[Path]:
+    """The report files named, and the `*.json` files directly in the folders named, each once;
+    never this run's own fleet report (`--out` into the reports folder must not read it back)."""
+    own = {outputs.json.resolve()} if outputs is not None and outputs.json is not None else set()
     found: dict[Path, None] = {}
     for item in inputs:
         if item.is_dir():
-            found.update(dict.fromkeys(sorted(p for p in item.glob("*.json") if p.is_file())))
+            found.update(
+                dict.fromkeys(sorted(p for p in item.glob("*.json") if p.is_file() and p.resolve() not in own))
+            )
         elif item.exists():
             found[item] = None
         else:
@@ -162,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = Outputs.from_args(args)
     if args.jobs < 1:
         raise CommandError(f"--jobs {args.jobs}: expected a number of processes, 1 or more")
-    fleet = merge(report_paths(args.inputs), expected_hosts(args.expect), args.expect_count, args.jobs)
+    fleet = merge(report_paths(args.inputs, outputs), expected_hosts(args.expect), args.expect_count, args.jobs)
     try:
         if outputs.json:
             jsonfile.write_json(outputs.json, output.to_dict(fleet), output.FLEET_SCHEMA)
