@@ -53,35 +53,20 @@ def real_reports(tmp_path_factory: pytest.TempPathFactory, hosts: Iterable[str] 
     """Real CPU reports, one per host, each from the suites run in a fresh process with the node's
     name given as a launcher gives it (ROCM_VALIDATE_HOST). Made once per session even under
     pytest-xdist: the workers' base temporary folders share the session's folder, and take turns
-    under a lock; the hosts' runs go side by side."""
+    under a lock. One run at a time, on one thread: the other worker's timing tests share the CPUs."""
     session = tmp_path_factory.getbasetemp()
     shared = (session.parent if os.environ.get("PYTEST_XDIST_WORKER") else session) / "fleet-real-reports"
     shared.mkdir(exist_ok=True)
     paths = [shared / f"{host}.json" for host in hosts]
     with FileLock(str(shared / ".lock")):
-        runs = []
         for host, path in zip(hosts, paths):
-            if not path.is_file():
-                command = suites_command(shared, host)
-                environment = {**os.environ, "ROCM_VALIDATE_HOST": host}
-                environment.pop("PYTEST_XDIST_WORKER", None)
-                runs.append(
-                    (
-                        command,
-                        path,
-                        subprocess.Popen(
-                            command,
-                            cwd=ROOT,
-                            env=environment,
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT,
-                            text=True,
-                        ),
-                    )
-                )
-        for command, path, process in runs:
-            out, _ = process.communicate(timeout=300)
-            assert path.is_file(), f"no report from {' '.join(command)}:\n{out[-3000:]}"
+            if path.is_file():
+                continue
+            command = suites_command(shared, host)
+            environment = {**os.environ, "ROCM_VALIDATE_HOST": host, "OMP_NUM_THREADS": "1"}
+            environment.pop("PYTEST_XDIST_WORKER", None)
+            done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
+            assert path.is_file(), f"no report from {' '.join(command)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return paths
 
 
