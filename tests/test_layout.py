@@ -31,11 +31,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "convergence": frozenset({"core", "platform", "results", "workloads"}),
     "preflight": frozenset({"core", "platform", "results"}),
     "collectives": frozenset({"core", "platform", "results", "workloads"}),
-    "cli": frozenset({"core", "platform", "results", "workloads", "convergence"}),
+    # The fleet merges node reports with the perf gate's noise band and contention evidence.
+    "fleet": frozenset({"platform", "results", "perf"}),
+    "cli": frozenset({"core", "platform", "results", "workloads", "convergence", "fleet"}),
     TOP: frozenset({"core", "platform", "results"}),
 }
 ALWAYS_ALLOWED = frozenset({TOP})  # errors and __version__ serve every layer
-TORCH_FREE = ("core", "platform", "results", TOP)
+TORCH_FREE = ("core", "platform", "results", "fleet", TOP)
 MAX_TOP_LEVEL_MODULES = 10
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import fake_devices
 import pytest
 
-from rocm_validate.perf import floors
+from rocm_validate.collectives.busbw import COLLECTIVES
+from rocm_validate.perf import floors, gate
 from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.results.metrics import Metric
+from rocm_validate.results.sizes import size_label
 
 
 def gpu(name: str, arch: str, backend: str = "rocm", **changes) -> DeviceInfo:
@@ -153,3 +157,134 @@ def test_floors_ten_times_what_the_device_does_fail_every_metric_and_a_tenth_pas
         "--rocm-suite=perf", f"--rocm-floors={folder}", f"--rocm-baselines={pytester.path / 'baselines'}"
     )
     result.assert_outcomes(**{outcome: len(MEASURED)})
+
+
+# --- the interconnect, FP8 training steps and ceilings: day 0 gates them too ----------------------
+
+MEASUREMENTS = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "node-x2-nvidia-h200-sm90.json"
+BASELINES = Path(__file__).resolve().parents[1] / "baselines"
+H200 = gpu("NVIDIA H200", "sm_90", "cuda")
+GATED = [f"collective.{op}.2ranks.{size}" for op in COLLECTIVES for size in ("256mib", "1gib")]
+
+
+@pytest.mark.parametrize("device", [fake_devices.h100(), H200], ids=["h100", "h200"])
+def test_every_gated_collective_size_and_the_p2p_copy_of_two_nvlink_gpus_has_a_floor(device):
+    found = {name: floors.shipped_floor(device, name) for name in [*GATED, "p2p.gpu0-gpu1.256mib"]}
+    assert all(found.values()) and len(found) == 11
+    assert all(f.unit == "GB/s" and "lent 2 x H200" in f.source and "DCGM rule" in f.source for f in found.values())
+    assert found["collective.all_reduce.2ranks.1gib"].value == round(0.75 * 325.9, 1)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["collective.all_reduce.2ranks.1mib", "collective.all_gather.2ranks.16mib", "collective.all_reduce.8ranks.1gib"],
+)
+def test_latency_bound_sizes_and_unmeasured_world_sizes_have_no_nvidia_floor(name):
+    assert floors.shipped_floor(fake_devices.h100(), name) is None
+
+
+def test_no_nvlink_floor_is_above_any_of_the_four_runs_the_2_x_h200_measured():
+    measured = json.loads(MEASUREMENTS.read_text())
+    runs = {
+        f"collective.{row['collective']}.2ranks.{size_label(row['bytes']).lower()}": min(row["busbw_gbps"].values())
+        for row in measured["busbw"]
+    }
+    runs["p2p.gpu0-gpu1.256mib"] = min(measured["p2p_gpu0_gpu1_256mib_gbps"].values())
+    for name in [*GATED, "p2p.gpu0-gpu1.256mib"]:
+        floor = floors.shipped_floor(H200, name)
+        assert floor.value < 0.85 * runs[name], (name, floor.value, runs[name])
+
+
+def test_an_mi300x_node_gets_amds_all_reduce_and_transferbench_figures_with_their_sources():
+    mi300x = gpu("AMD Instinct MI300X", "gfx942")
+    all_reduce = floors.shipped_floor(mi300x, "collective.all_reduce.8ranks.1gib")
+    p2p = floors.shipped_floor(mi300x, "p2p.gpu2-gpu5.256mib")
+    assert (all_reduce.value, p2p.value) == (228.0, 33.9)
+    assert "0.75 x 304 GB/s, the all_reduce_perf bus bandwidth at 8 GB" in all_reduce.source
+    assert "docs/gpus/mi300x.md" in all_reduce.source and "TransferBench p2p" in p2p.source
+
+
+@pytest.mark.parametrize(
+    "device, name",
+    [
+        (gpu("AMD Instinct MI300X", "gfx942"), "collective.all_gather.8ranks.1gib"),  # no figure published
+        (gpu("AMD Instinct MI300X", "gfx942"), "collective.all_reduce.8ranks.256mib"),
+        (gpu("AMD Instinct MI355X", "gfx950"), "p2p.gpu0-gpu1.256mib"),
+        (gpu("AMD Instinct MI300X", "gfx942"), "p2p.gpu0-gpu1.32mib"),  # beyond 8 ranks the copies are smaller
+    ],
+)
+def test_amd_collectives_without_a_published_figure_have_no_floor(device, name):
+    assert floors.shipped_floor(device, name) is None
+
+
+def test_a_cpx_partitions_collectives_have_no_floor():
+    cpx = fake_devices.mi300x("amd-smi-static-mi300x-cpx-nps4-64dev.json")
+    assert floors.shipped_floor(cpx, "collective.all_reduce.64ranks.1gib") is None
+
+
+@pytest.mark.parametrize("device", [fake_devices.h100(), H200], ids=["h100", "h200"])
+def test_the_fp8_llama_step_has_a_floor(device):
+    for name in ("train.llama-3.1-8b-2l.fp8.tokens_per_s", "train.llama-3.1-8b-2l.fp8.model_tflops"):
+        floor = floors.shipped_floor(device, name)
+        assert floor is not None and floor.better == "higher" and "DCGM rule" in floor.source
+
+
+@pytest.mark.parametrize("device", [fake_devices.h100(), H200], ids=["h100", "h200"])
+def test_peak_memory_gets_a_ceiling_of_a_third_above_what_was_measured(device):
+    ceiling = floors.shipped_floor(device, "train.bert-large.eager.peak_memory")
+    assert (ceiling.value, ceiling.unit, ceiling.better, ceiling.kind) == (
+        round(35.47 / 0.75, 2),
+        "GiB",
+        "lower",
+        "ceiling",
+    )
+
+
+@pytest.mark.parametrize("baseline", sorted(BASELINES.glob("*.json")), ids=lambda p: p.stem)
+def test_no_shipped_floor_is_above_and_no_ceiling_below_any_committed_run(baseline):
+    """A floor must never fail a healthy node: every folded run of the committed baselines passes it."""
+    entries = json.loads(baseline.read_text())["metrics"]
+    device = fake_devices.h100() if "h100" in baseline.stem else H200
+    checked = 0
+    for name, entry in entries.items():
+        floor = floors.shipped_floor(device, name)
+        if floor is None:
+            continue
+        values = [r["value"] for r in entry.get("runs") or ()] or [entry["value"]]
+        worst = min(values) if floor.better == "higher" else max(values)
+        assert (worst > floor.value) if floor.better == "higher" else (worst < floor.value), (name, worst, floor)
+        checked += 1
+    assert checked >= 30
+
+
+def _metric(value: float, better: str = "lower", unit: str = "GiB") -> Metric:
+    return Metric("train.bert-large.eager.peak_memory", value, unit, better)
+
+
+def test_a_peak_memory_above_its_ceiling_fails_naming_the_ceiling_and_one_below_passes():
+    ceiling = floors.Floor(47.29, "GiB", "the DCGM rule mirrored", better="lower")
+    above = gate.judge_floor(_metric(64.0), ceiling, "nvidia-h100-80gb-hbm3-sm90")
+    below = gate.judge_floor(_metric(35.5), ceiling, "nvidia-h100-80gb-hbm3-sm90")
+    assert above.fails and above.message.startswith("above the ceiling: 64 GiB vs the ceiling 47.29 (ratio 1.353")
+    assert (below.verdict, below.fails) == ("floor-pass", False) and "gated by the ceiling" in below.message
+
+
+def test_a_ceiling_on_a_higher_is_better_metric_is_a_mismatch():
+    ceiling = floors.Floor(47.29, "GiB", "x", better="lower")
+    assert gate.judge_floor(_metric(35.0, better="higher"), ceiling, "k").verdict == "mismatch"
+
+
+def test_a_user_ceiling_file_entry_is_read_as_a_ceiling(tmp_path):
+    row = {
+        "value": 30.0,
+        "unit": "GiB",
+        "better": "lower",
+        "dispersion": None,
+        "samples": None,
+        "provenance": {"date": "x"},
+    }
+    path = tmp_path / "k.json"
+    path.write_text(
+        json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": {"train.x.peak_memory": row}})
+    )
+    assert floors.read_floor_file(path, "k")["train.x.peak_memory"].kind == "ceiling"

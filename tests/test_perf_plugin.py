@@ -206,7 +206,6 @@ def test_a_metric_inside_its_baselines_band_but_below_the_floor_fails(project: p
         ({"value": -1.0}, "does not match the rocm-validate floors schema"),
         ({"value": "fast"}, "does not match the rocm-validate floors schema"),
         ({"name": "gemn.bf16.8192x8192x8192"}, "floor 'gemn.bf16.8192x8192x8192' names no metric the suites record"),
-        ({"better": "lower"}, "is on a lower-is-better metric"),
     ],
 )
 def test_a_bad_floors_file_is_a_usage_error_naming_the_file_and_entry(

@@ -1,4 +1,5 @@
-"""The `rocm-validate` command: inspect devices, save a node's tool outputs, score results outside pytest."""
+"""The `rocm-validate` command: inspect devices, save a node's tool outputs, score results outside pytest,
+merge a fleet's node reports."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from rocm_validate import __version__
-from rocm_validate.cli import bundle, devices, mlperf_score
+from rocm_validate.cli import bundle, devices, fleet, mlperf_score
 from rocm_validate.errors import CommandError
 
 
@@ -18,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_parser(commands)
     bundle.add_parser(commands)
     mlperf_score.add_parser(commands)
+    fleet.add_parser(commands)
     return parser
 
 

@@ -101,6 +101,18 @@ def _clock(
     return note + (f", {limits}" if limits else ""), dropped or limited
 
 
+def contention(name: str, telemetry: Mapping[str, Any]) -> str:
+    """The other work seen around a measurement ('' when none): other processes on the GPU, or,
+    for a host-side metric (every metric of a CPU run), other work on half the host's CPUs or
+    more. A figure measured beside other work says nothing about the stack or the node."""
+    neighbours, _ = gpu_neighbours(telemetry)
+    if neighbours:
+        return f"other processes used the GPU during the measurement: {', '.join(_describe(p) for p in neighbours)}"
+    host_note, host_loaded = _host_note(telemetry.get("host") or {})
+    host_side = is_host_side(name) or bool(telemetry.get("host_bound"))
+    return host_note if host_side and host_loaded else ""
+
+
 def attribute(
     name: str,
     telemetry: Mapping[str, Any],
@@ -116,19 +128,16 @@ def attribute(
     clock_note, clocks_explain = _clock(telemetry, reference_clock, loss, window)
     if per_clock:
         clocks_explain = clocks_explain and bool(set((window or (None, None, ()))[2]) & THERMAL_OR_HARDWARE)
-    host_note, host_loaded = _host_note(telemetry.get("host") or {})
+    host_note, _ = _host_note(telemetry.get("host") or {})
     host_side = is_host_side(name) or bool(telemetry.get("host_bound"))
     facts = [n for n in (clock_note, host_note if host_side else "") if n]
     evidence = "".join(f"; {fact}" for fact in facts)
-    if neighbours:
-        return Attribution(
-            "contention",
-            f"; contention: other processes used the GPU during the measurement: "
-            f"{', '.join(_describe(p) for p in neighbours)}{evidence}; rerun with the GPU to itself",
-        )
-    if host_side and host_loaded:
+    seen = contention(name, telemetry)
+    if seen and neighbours:
+        return Attribution("contention", f"; contention: {seen}{evidence}; rerun with the GPU to itself")
+    if seen:
         clock = f"; {clock_note}" if clock_note else ""
-        return Attribution("contention", f"; contention: {host_note}{clock}; rerun on an idle host")
+        return Attribution("contention", f"; contention: {seen}{clock}; rerun on an idle host")
     if clocks_explain:
         return Attribution(
             "throttling",

@@ -13,7 +13,13 @@ defensible rule exists, every entry with its source:
 * H100 SXM and H200 SXM: 0.75x every throughput measured here (the committed baselines), the DCGM
   rule;
 * other NVIDIA parts: 0.75x the share of the datasheet peak the H100 SXM reached here, applied
-  to the part's own peak.
+  to the part's own peak;
+* the interconnect (`INTERCONNECT`): collectives at the sizes the gate gates (256 MiB and up) and
+  peer-to-peer copies, per world size: AMD's published RCCL all_reduce and TransferBench p2p
+  acceptance figures for MI300X-class nodes, and 0.75x what the lent 2 x H200 measured (the
+  DCGM rule) for the H200 and H100 SXM, which share its NVLink 4 fabric;
+* lower-is-better metrics get a ceiling instead (`Floor.better == "lower"`): peak memory may be
+  at most 1 / 0.75 of what was measured here.
 
 A compute partition (CPX, ...) gets its share of the compute floors and no memory floor, as its
 datasheet peaks (`peaks.peak_for`). Users add or override floors with `--rocm-floors=DIR`: files
@@ -22,11 +28,10 @@ named `<device-key>.json` with the baseline files' schema (`baselines.BASELINES_
 
 from __future__ import annotations
 
+import fnmatch
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rocm_validate.errors import BaselineError, JsonFileError
 from rocm_validate.perf.baselines import BASELINES_SCHEMA
@@ -40,11 +45,17 @@ FAMILIES = ("gemm", "sdpa", "copy", "launch", "train", "collective", "p2p")
 
 @dataclass(frozen=True)
 class Floor:
-    """The least a metric may measure (higher-is-better metrics only), and why."""
+    """The least a higher-is-better metric may measure, or the most a lower-is-better one may (a
+    ceiling: peak memory), and why."""
 
     value: float
     unit: str
     source: str
+    better: str = "higher"
+
+    @property
+    def kind(self) -> str:
+        return "floor" if self.better == "higher" else "ceiling"
 
 
 _RVS = "ROCm Validation Suite, rvs/conf/MI300X"
@@ -89,6 +100,18 @@ MEASURED: dict[str, tuple[str, dict[str, tuple[float, str]]]] = {
             "train.bert-large.eager.samples_per_s": (257.8, "samples/s"),
             "train.llama-3.1-8b-2l.eager.model_tflops": (401.1, "TFLOP/s"),
             "train.llama-3.1-8b-2l.eager.tokens_per_s": (64980.0, "tokens/s"),
+            # FP8 training steps: the project's eager FP8 linears, and under torch.compile the
+            # compiled bf16 step and torchao's float8 recipes (torchao 0.17.0).
+            "train.llama-3.1-8b-2l.fp8.model_tflops": (346.2, "TFLOP/s"),
+            "train.llama-3.1-8b-2l.fp8.tokens_per_s": (56100.0, "tokens/s"),
+            "train.llama-3.1-8b-2l.compiled.model_tflops": (467.4, "TFLOP/s"),
+            "train.llama-3.1-8b-2l.compiled.tokens_per_s": (75720.0, "tokens/s"),
+            "train.llama-3.1-8b-2l.torchao-tensorwise.model_tflops": (510.8, "TFLOP/s"),
+            "train.llama-3.1-8b-2l.torchao-tensorwise.tokens_per_s": (82760.0, "tokens/s"),
+            "train.llama-3.1-8b-2l.torchao-rowwise.model_tflops": (478.4, "TFLOP/s"),
+            "train.llama-3.1-8b-2l.torchao-rowwise.tokens_per_s": (77510.0, "tokens/s"),
+            "train.llama-3.1-8b-2l.torchao-rowwise_with_gw_hp.model_tflops": (486.4, "TFLOP/s"),
+            "train.llama-3.1-8b-2l.torchao-rowwise_with_gw_hp.tokens_per_s": (78820.0, "tokens/s"),
         },
     ),
     "NVIDIA H200 SXM": (
@@ -117,8 +140,98 @@ MEASURED: dict[str, tuple[str, dict[str, tuple[float, str]]]] = {
             "train.bert-large.eager.samples_per_s": (280.2, "samples/s"),
             "train.llama-3.1-8b-2l.eager.model_tflops": (432.8, "TFLOP/s"),
             "train.llama-3.1-8b-2l.eager.tokens_per_s": (70120.0, "tokens/s"),
+            "train.llama-3.1-8b-2l.fp8.model_tflops": (394.6, "TFLOP/s"),
+            "train.llama-3.1-8b-2l.fp8.tokens_per_s": (63930.0, "tokens/s"),
         },
     ),
+}
+
+# Peak memory measured here (GiB, the committed baselines; the same on H100 and H200: one
+# allocator, one model). Its ceiling is the DCGM rule mirrored: at most 1 / MEASURED_SHARE of it,
+# which a math-kernel attention fallback (materialized attention) exceeds and a new allocator
+# release does not.
+MEASURED_MEMORY: dict[str, tuple[str, dict[str, float]]] = {
+    product: (
+        where,
+        {
+            "train.bert-large.eager.peak_memory": 35.47,
+            "train.bert-large.compiled.peak_memory": 30.4,
+            "train.llama-3.1-8b-2l.eager.peak_memory": 34.22,
+            "train.llama-3.1-8b-2l.fp8.peak_memory": 33.35,
+            **extra,
+        },
+    )
+    for product, where, extra in (
+        (
+            "NVIDIA H100 SXM",
+            "the lent H100 80GB HBM3 (baselines/nvidia-h100-80gb-hbm3-sm90.json)",
+            {
+                "train.llama-3.1-8b-2l.compiled.peak_memory": 27.22,
+                "train.llama-3.1-8b-2l.torchao-tensorwise.peak_memory": 25.72,
+                "train.llama-3.1-8b-2l.torchao-rowwise.peak_memory": 25.72,
+                "train.llama-3.1-8b-2l.torchao-rowwise_with_gw_hp.peak_memory": 26.41,
+            },
+        ),
+        ("NVIDIA H200 SXM", "the lent H200 (baselines/nvidia-h200-sm90.json)", {}),
+    )
+}
+
+# The interconnect, per product: (metric pattern, floor, source). The world size is in the name
+# (busbw over 2 GPUs and over 8 differ), and only the sizes the gate gates are floored: below
+# 256 MiB bus bandwidth is paced by latency and the library's protocol choice, and moved by up to
+# 54% between runs on 2 x H200 (docs/perf.md), so no floor holds there.
+_H200X2 = "the lent 2 x H200 over NVLink 4 (NV18; baselines/nvidia-h200-sm90.json, docs/measurements/node-x2-nvidia-h200-sm90.json)"
+_H200X2_BUSBW = {  # GB/s, the committed baseline (median of four runs)
+    "collective.all_reduce.2ranks.256mib": 293.9,
+    "collective.all_reduce.2ranks.1gib": 325.9,
+    "collective.all_gather.2ranks.256mib": 239.6,
+    "collective.all_gather.2ranks.1gib": 266.4,
+    "collective.reduce_scatter.2ranks.256mib": 232.6,
+    "collective.reduce_scatter.2ranks.1gib": 271.5,
+    "collective.all_to_all.2ranks.256mib": 274.9,
+    "collective.all_to_all.2ranks.1gib": 328.1,
+    "collective.broadcast.2ranks.256mib": 354.0,
+    "collective.broadcast.2ranks.1gib": 365.6,
+    "p2p.*.256mib": 352.1,
+}
+_SYSTEM_ACCEPTANCE = "AMD system acceptance (ROCm/system-acceptance-docs docs/gpus/{part}.md)"
+_RCCL_AT_8GB = (
+    "0.75 x {figure:g} GB/s, the all_reduce_perf bus bandwidth at 8 GB that {source} asks of {gpus} GPUs; "
+    "0.75 (the DCGM margin) because the suite measures 1 GiB, where no AMD figure is published"
+)
+
+
+def _amd_interconnect(part: str, gpus: int, all_reduce: float, p2p: float | None) -> list[tuple[str, float, str]]:
+    source = _SYSTEM_ACCEPTANCE.format(part=part)
+    rows = [
+        (
+            f"collective.all_reduce.{gpus}ranks.1gib",
+            round(MEASURED_SHARE * all_reduce, 1),
+            _RCCL_AT_8GB.format(figure=all_reduce, source=source, gpus=gpus),
+        )
+    ]
+    if p2p is not None:
+        rows.append(("p2p.*.256mib", p2p, f"{source}: TransferBench p2p, one way, >= {p2p:g} GB/s per GPU pair"))
+    return rows
+
+
+_NVLINK4 = [
+    (
+        name,
+        round(MEASURED_SHARE * value, 1),
+        f"{MEASURED_SHARE:g} x {value:g} GB/s measured on {_H200X2}, the DCGM rule",
+    )
+    for name, value in _H200X2_BUSBW.items()
+]
+INTERCONNECT: dict[str, list[tuple[str, float, str]]] = {
+    "AMD Instinct MI300X": _amd_interconnect("mi300x", 8, 304.0, 33.9),
+    "AMD Instinct MI325X": _amd_interconnect("mi325x", 8, 304.0, 33.9),
+    "AMD Instinct MI355X": _amd_interconnect("mi355x", 8, 304.0, None),
+    "AMD Instinct MI350X": _amd_interconnect("mi350x", 8, 304.0, None),
+    "AMD Instinct MI300A": _amd_interconnect("mi300a", 4, 230.0, 80.0),
+    "NVIDIA H200 SXM": _NVLINK4,
+    # The H100 SXM has the same 18 NVLink 4 links and NVSwitch; no 2 x H100 figures are committed yet.
+    "NVIDIA H100 SXM": [(n, v, s + " (the H100 SXM's fabric too)") for n, v, s in _NVLINK4],
 }
 
 # The metrics the peak-derived rules cover: the square GEMM of each dtype and the device copy.
@@ -154,11 +267,23 @@ def _nvidia_floor(kind: str, metric: str, peak: float) -> Floor:
 
 
 def shipped_floor(device: DeviceInfo, metric: str) -> Floor | None:
-    """The shipped table's floor of `metric` on `device`, or None where it has none."""
+    """The shipped table's floor (or ceiling) of `metric` on `device`, or None where it has none."""
     row = peaks.row_for(device)
     if row is None:
         return None
     whole_package = (device.compute_partition or "spx").lower() in ("spx", "n/a", "")
+    if whole_package:
+        for pattern, value, source in INTERCONNECT.get(row.product, ()):
+            if fnmatch.fnmatchcase(metric, pattern):
+                return Floor(value, "GB/s", source)
+    if row.product in MEASURED_MEMORY and whole_package and metric in MEASURED_MEMORY[row.product][1]:
+        where, memory = MEASURED_MEMORY[row.product]
+        return Floor(
+            round(memory[metric] / MEASURED_SHARE, 2),
+            "GiB",
+            f"{memory[metric]:g} GiB measured on {where} / {MEASURED_SHARE:g}, the DCGM rule mirrored for a ceiling",
+            better="lower",
+        )
     if row.product in MEASURED and whole_package:
         where, values = MEASURED[row.product]
         if metric in values:
@@ -176,9 +301,9 @@ def shipped_floor(device: DeviceInfo, metric: str) -> Floor | None:
 
 
 def read_floor_file(path: Path, device_key: str) -> dict[str, Floor]:
-    """A user's floors for one device key (`--rocm-floors`), in the baselines' schema. Raises
-    BaselineError naming the file and the entry: a schema break, a floor for a metric no suite
-    records, or a floor on a lower-is-better metric."""
+    """A user's floors for one device key (`--rocm-floors`), in the baselines' schema: an entry
+    with `"better": "lower"` is a ceiling. Raises BaselineError naming the file and the entry: a
+    schema break, or a floor for a metric no suite records."""
     fix = "Fix or remove the file, or point --rocm-floors elsewhere"
     try:
         data = jsonfile.read_json(path, {**BASELINES_SCHEMA, "title": "rocm-validate floors"}, fix=fix)
@@ -190,20 +315,18 @@ def read_floor_file(path: Path, device_key: str) -> dict[str, Floor]:
         )
     floors = {}
     for name, entry in data["metrics"].items():
-        problem = _entry_problem(name, entry)
+        problem = _entry_problem(name)
         if problem:
             raise BaselineError(f"{path}: floor {name!r} {problem}. {fix}")
         source = str((entry.get("provenance") or {}).get("source") or f"{path}")
-        floors[name] = Floor(float(entry["value"]), str(entry["unit"]), source)
+        floors[name] = Floor(float(entry["value"]), str(entry["unit"]), source, str(entry["better"]))
     return floors
 
 
-def _entry_problem(name: str, entry: Mapping[str, Any]) -> str | None:
+def _entry_problem(name: str) -> str | None:
     family = name.split(".", 1)[0]
     if family not in FAMILIES or not re.fullmatch(r"[a-z0-9][a-z0-9_.+-]*\.[a-z0-9_.+-]+", name):
         return f"names no metric the suites record (metric names start with one of {', '.join(FAMILIES)})"
-    if entry["better"] != "higher":
-        return "is on a lower-is-better metric; a floor is the least a throughput may measure"
     return None
 
 

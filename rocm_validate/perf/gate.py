@@ -30,7 +30,7 @@ import fnmatch
 import math
 import shlex
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -209,6 +209,23 @@ def threshold_for(name: str, backend: str, rules: Iterable[ThresholdRule] = DEFA
         if rule.matches(name, backend):
             return rule.threshold
     return Threshold()
+
+
+def noise_band(name: str, backend: str, rules: Iterable[ThresholdRule] = ()) -> Callable[..., tuple[float, str] | None]:
+    """How far (a fraction) two measurements of `name` on `backend` may differ before the
+    difference is more than noise, as a function of each one's relative spread (IQR / median,
+    None where unmeasured): the baseline gate's band, with how it was derived. It returns None for
+    an informational metric or one not compared across GPUs (host timings). The peer comparison
+    inside a node, the bandwidth dips and the fleet's node-against-median comparison all use it."""
+    threshold = threshold_for(name, backend, rules)
+
+    def band(*dispersions: float | None) -> tuple[float, str] | None:
+        if threshold.informational or not threshold.peers:
+            return None
+        noise = combined_noise(*(relative_noise(d) for d in dispersions))
+        return threshold.allowed(noise), threshold.describe(noise)
+
+    return band
 
 
 # The gate uses a baseline's between-run spread once this many recording runs are folded in.
@@ -491,24 +508,28 @@ def judge(
 
 
 def judge_floor(metric: Metric, floor: Any, device_key: str, update_command: str = UPDATE_COMMAND) -> Judgement:
-    """Compare a higher-is-better `metric` with the least its SKU may measure (`floors.Floor`).
-    Pure; 'floor-pass' or 'below-floor', the message naming the floor's source."""
+    """Compare `metric` with the least its SKU may measure (`floors.Floor`), or, for a
+    lower-is-better metric, the most (a ceiling: peak memory). Pure; 'floor-pass' or
+    'below-floor' (worse than the floor or ceiling), the message naming its source."""
     ratio = metric.value / floor.value
-    summary = f"{format_number(metric.value)} {metric.unit} vs the floor {format_number(floor.value)} (ratio {ratio:.3f}; {floor.source})"
-    if (floor.unit, "higher") != (metric.unit, metric.better):
+    kind = getattr(floor, "kind", "floor")
+    summary = f"{format_number(metric.value)} {metric.unit} vs the {kind} {format_number(floor.value)} (ratio {ratio:.3f}; {floor.source})"
+    if (floor.unit, getattr(floor, "better", "higher")) != (metric.unit, metric.better):
         return Judgement(
-            "mismatch", f"the floor is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)"
+            "mismatch",
+            f"the {kind} is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)",
         )
-    if ratio < 1:
+    if ratio < 1 if metric.better == "higher" else ratio > 1:
+        where = "below the floor" if kind == "floor" else "above the ceiling"
         return Judgement(
             "below-floor",
-            f"below the floor: {summary}{_peak_note(metric)}. This SKU should reach the floor on any healthy node; "
+            f"{where}: {summary}{_peak_note(metric)}. This SKU should be within it on any healthy node; "
             f"check the node (clocks, other processes, the driver) before recording a baseline with {update_command}",
             ratio=ratio,
             bound=1.0,
         )
     return Judgement(
-        "floor-pass", f"no baseline on {device_key} yet; gated by the floor: {summary}", ratio=ratio, bound=1.0
+        "floor-pass", f"no baseline on {device_key} yet; gated by the {kind}: {summary}", ratio=ratio, bound=1.0
     )
 
 

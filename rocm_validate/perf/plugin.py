@@ -206,13 +206,7 @@ def pytest_rocm_noise_band(
     """The gate's band for `name` on `backend` (its threshold and the combined noise), for peer
     comparisons and bandwidth dips; None for an informational metric or one not compared across
     GPUs (host timings)."""
-    from rocm_validate.perf.stats import combined_noise, relative_noise
-
-    threshold = gate.threshold_for(name, backend, config.stash[SETTINGS_KEY].rules)
-    if threshold.informational or not threshold.peers:
-        return None
-    noise = combined_noise(*(relative_noise(d) for d in dispersions))
-    return threshold.allowed(noise), threshold.describe(noise)
+    return gate.noise_band(name, backend, config.stash[SETTINGS_KEY].rules)(*dispersions)
 
 
 def _perf_metrics(config: pytest.Config) -> list[Any]:

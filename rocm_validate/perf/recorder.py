@@ -414,11 +414,7 @@ class PerfRecorder:
         reference = self.context.reference(metric.name)
         update_command = self.context.settings.update_command
         judgement = gate.judge(metric, reference, threshold, self.device.device_key, update_command)
-        floor = (
-            self.context.floors.floor(metric.name)
-            if metric.better == "higher" and not threshold.informational
-            else None
-        )
+        floor = None if threshold.informational else self.context.floors.floor(metric.name)
         gated_by = "baseline" if reference is not None else "none"
         if floor is not None:
             extra["gate"]["floor_value"], extra["gate"]["floor_source"] = floor.value, floor.source
@@ -466,7 +462,8 @@ class PerfRecorder:
             return ""
         accept = settings.command("--rocm-suite=perf", "--update-baselines", "--rocm-accept-regressions")
         if judgement.verdict == "below-floor":
-            return f"refused: {judgement.message.removeprefix('below the floor: ')}; not written. To record it anyway: {accept}"
+            found = judgement.message.removeprefix("below the floor: ").removeprefix("above the ceiling: ")
+            return f"refused: {found}; not written. To record it anyway: {accept}"
         return (
             f"refused: {format_number(reference.value)} -> {format_number(metric.value)} {metric.unit} "
             f"({judgement.ratio - 1:+.1%}) is worse than the baseline beyond its band ({judgement.allowed:.1%}); "

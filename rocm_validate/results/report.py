@@ -247,13 +247,19 @@ def device_summary(device: DeviceInfo) -> str:
     return f"{device.name} ({', '.join(parts)})"
 
 
+def software_items(backend: str, torch: str | None, runtime: str | None, driver: str | None) -> list[str]:
+    """['torch 2.11.0+cu130', 'CUDA 13.0', 'driver 580.159.04']: the software a rollout changes."""
+    name = {"rocm": "HIP", "cuda": "CUDA"}.get(backend)
+    items = [f"torch {torch}"]
+    if name:
+        items.append(f"{name} {runtime or 'unknown'}")
+    if driver:
+        items.append(f"driver {driver}")
+    return items
+
+
 def stack_summary(device: DeviceInfo) -> str:
-    runtime = {"rocm": "HIP", "cuda": "CUDA"}.get(device.backend)
-    items = [f"torch {device.torch_version}"]
-    if runtime:
-        items.append(f"{runtime} {device.runtime_version or 'unknown'}")
-    if device.driver_version:
-        items.append(f"driver {device.driver_version}")
+    items = software_items(device.backend, device.torch_version, device.runtime_version, device.driver_version)
     if device.fp8_formats:
         items.append("fp8 " + "/".join(device.fp8_formats))
     if device.preferred_blas:
@@ -306,8 +312,21 @@ def metrics_table(metrics: list[Metric]) -> list[str]:
     return lines + ([""] + notes if notes else [])
 
 
+# The node's name in a fleet, first set first: ROCM_VALIDATE_HOST (a launcher's choice; the
+# Kubernetes Job sets it to the pod's spec.nodeName, since a pod's own host name is the pod's),
+# then Slurm's name for the node (the name `scontrol update NodeName=... State=DRAIN` takes).
+HOST_VARIABLES = ("ROCM_VALIDATE_HOST", "SLURMD_NODENAME")
+
+
+def host_name() -> str:
+    """The name `rocm-validate fleet` and a drain list know this node by (see HOST_VARIABLES),
+    else the machine's host name."""
+    return next((os.environ[v].strip() for v in HOST_VARIABLES if os.environ.get(v, "").strip()), platform.node())
+
+
 def environment() -> dict[str, Any]:
-    """Interpreter, platform, key package versions and the variables that steer GPU libraries."""
+    """Interpreter, platform, key package versions, the variables that steer GPU libraries and the
+    node's name in a fleet (`host`)."""
     packages = {}
     for name in (
         "torch",
@@ -333,6 +352,7 @@ def environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "hostname": platform.node(),
+        "host": host_name(),
         "rocm_validate": __version__,
         "packages": packages,
         "variables": {name: os.environ[name] for name in steering if name in os.environ},
