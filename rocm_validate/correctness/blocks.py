@@ -436,6 +436,26 @@ def _residual_rms_norm(t: Tensors, e: dict[str, Any]) -> torch.Tensor:
     return _F().rms_norm(t["x"] + t["residual"], t["x"].shape[-1:], t["weight"], e["eps"])
 
 
+def _unary_block(
+    name: str,
+    candidate: Callable[[Tensors, dict[str, Any]], torch.Tensor],
+    golden: Callable[[Tensors, dict[str, Any]], torch.Tensor],
+) -> Block:
+    """An elementwise activation of x: every representable input, magnitude |x| (the cancellation
+    of its float32 arithmetic scales with x), no accumulation, shape-free."""
+    return Block(
+        name,
+        lambda s, d, g, dev: _draw_unary(s, d, g, dev),
+        candidate,
+        golden,
+        lambda t, out, e: t["x"].abs(),
+        lambda s: 1,
+        lambda s: 1,
+        models=(),
+        grad_magnitude=lambda t, dy, e: _unary_grad_magnitude(t, dy),
+    )
+
+
 BLOCKS: dict[str, Block] = {
     block.name: block
     for block in (
@@ -501,39 +521,11 @@ BLOCKS: dict[str, Block] = {
             grad_magnitude=lambda t, dy, e: _norm_grad_magnitude(t, dy, e, centred=False),
             models=("llama-3.1-8b",),
         ),
-        Block(
-            "gelu",
-            lambda s, d, g, dev: _draw_unary(s, d, g, dev),
-            lambda t, e: _F().gelu(t["x"]),
-            lambda t, e: _gelu_golden(t["x"]),
-            lambda t, out, e: t["x"].abs(),
-            lambda s: 1,
-            lambda s: 1,
-            models=(),
-            grad_magnitude=lambda t, dy, e: _unary_grad_magnitude(t, dy),
+        _unary_block("gelu", lambda t, e: _F().gelu(t["x"]), lambda t, e: _gelu_golden(t["x"])),
+        _unary_block(
+            "gelu_tanh", lambda t, e: _F().gelu(t["x"], approximate="tanh"), lambda t, e: _gelu_tanh_golden(t["x"])
         ),
-        Block(
-            "gelu_tanh",
-            lambda s, d, g, dev: _draw_unary(s, d, g, dev),
-            lambda t, e: _F().gelu(t["x"], approximate="tanh"),
-            lambda t, e: _gelu_tanh_golden(t["x"]),
-            lambda t, out, e: t["x"].abs(),
-            lambda s: 1,
-            lambda s: 1,
-            models=(),
-            grad_magnitude=lambda t, dy, e: _unary_grad_magnitude(t, dy),
-        ),
-        Block(
-            "silu",
-            lambda s, d, g, dev: _draw_unary(s, d, g, dev),
-            lambda t, e: _F().silu(t["x"]),
-            lambda t, e: _silu_golden(t["x"]),
-            lambda t, out, e: t["x"].abs(),
-            lambda s: 1,
-            lambda s: 1,
-            models=(),
-            grad_magnitude=lambda t, dy, e: _unary_grad_magnitude(t, dy),
-        ),
+        _unary_block("silu", lambda t, e: _F().silu(t["x"]), lambda t, e: _silu_golden(t["x"])),
         Block(
             "swiglu",
             lambda s, d, g, dev: _draw_swiglu(s, d, g, dev),
