@@ -404,7 +404,6 @@ def _judge_model(
     import torch
 
     u = unit_roundoff(precision)
-    judged = ModelJudgement(precision, u)
     ratio, mismatches, worst_index, worst_bound = 0.0, 0, (), math.nan
     if model.rounding is not None and g.numel():
         m = torch.full_like(g, scale) if magnitude is None else magnitude.to(g).expand_as(g).abs()
@@ -432,7 +431,7 @@ def _judge_model(
     else:
         lean, direction, sigmas = _lean(c, _rounded(g, candidate_dtype), g, both)
     return ModelJudgement(
-        precision=judged.precision,
+        precision=precision,
         unit=u,
         ratio=ratio,
         mismatches=mismatches,
@@ -454,18 +453,17 @@ def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.T
     """The larger of two systematic errors, each relative to the golden's size: the mean signed
     error (leaning high or low) and the mean error along the golden's sign (away from or towards
     zero, as a scale or truncation does), counted only when LEAN_SIGMAS standard errors from zero.
-    `rounded` is what the errors are taken from: the golden correctly rounded, or the reference.
 
-    Errors are taken from the golden correctly rounded to the candidate's dtype: a value that
-    repeats (a bf16 input repeats; a target's gradient is the same in every row) rounds the same
-    way every time, and that correct rounding is no lean. In a tensor of rows (2-D and up), each
+    Errors are taken from `rounded`: the golden correctly rounded to the candidate's dtype (a value
+    that repeats, as a bf16 input or a target's gradient in every row does, rounds the same way
+    every time, and that correct rounding is no lean), or the reference. In a tensor of rows (2-D and up), each
     row of the last dimension is one sample, its lean the sum of its errors over the sum of its
     |golden|: the elements of a row share its mean, rstd or log-sum-exp, so their errors are
     correlated, and counting them as independent would call a row's shared rounding a lean."""
     import torch
 
-    samples = g.numel() // max(g.shape[-1], 1) if g.dim() >= 2 else int(both.sum())
-    if samples < LEAN_MIN_SAMPLES:
+    count = g.numel() // max(g.shape[-1], 1) if g.dim() >= 2 else int(both.sum())
+    if count < LEAN_MIN_SAMPLES:
         return 0.0, "", 0.0
     shape = (-1, g.shape[-1]) if g.dim() >= 2 else (1, -1)
     rows, mask = g.reshape(shape), both.reshape(shape)
@@ -481,18 +479,18 @@ def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.T
         if g.dim() >= 2:
             weight = size.sum(-1)
             used = weight > 0
-            samples = (values.sum(-1)[used] / weight[used]).double()
-            lean = float(samples.mean()) if samples.numel() else 0.0
-            spread = float(samples.std()) if samples.numel() > 1 else math.inf
-            standard_error = spread / math.sqrt(max(samples.numel(), 1))
+            row_leans = (values.sum(-1)[used] / weight[used]).double()
+            lean = float(row_leans.mean()) if row_leans.numel() else 0.0
+            spread = float(row_leans.std()) if row_leans.numel() > 1 else math.inf
+            standard_error = spread / math.sqrt(max(row_leans.numel(), 1))
         else:  # a ratio estimator: its standard error from the residuals of error = lean |golden|
             kept, sizes, magnitude = values[mask], size[mask], float(size.sum())
             if magnitude == 0:
                 continue
             lean = float(kept.sum()) / magnitude
             residual = kept - lean * sizes
-            count = kept.numel()
-            standard_error = math.sqrt(float((residual * residual).sum()) * count / (count - 1)) / magnitude
+            kept_count = kept.numel()
+            standard_error = math.sqrt(float((residual * residual).sum()) * kept_count / (kept_count - 1)) / magnitude
         sigmas = math.inf if standard_error == 0 else abs(lean) / standard_error
         if lean != 0 and sigmas >= LEAN_SIGMAS and abs(lean) > abs(worst[0]):
             worst = (lean, directions[0] if lean > 0 else directions[1], sigmas)
