@@ -112,11 +112,11 @@ REQUIREMENT_MARKERS = ("requires_gpu", "requires_arch", "requires_fp8", "require
 # --- the checks' own needs -------------------------------------------------------------------
 
 
-def attention_skip_reason(backend: str, device: DeviceInfo) -> str | None:
-    """Why SDPA `backend` cannot be checked on `device`; None when it can."""
-    if backend in device.attention_backends:
+def attention_skip_reason(sdpa_kernel: str, device: DeviceInfo) -> str | None:
+    """Why SDPA kernel `sdpa_kernel` cannot be checked on `device`; None when it can."""
+    if sdpa_kernel in device.attention_backends:
         return None
-    return f"needs the {backend} SDPA backend, found {', '.join(device.attention_backends)} on {_describe(device)}"
+    return f"needs the {sdpa_kernel} SDPA backend, found {', '.join(device.attention_backends)} on {_describe(device)}"
 
 
 def blas_skip_reason(choice: str, device: DeviceInfo) -> str | None:
