@@ -16,12 +16,6 @@ import pytest
 from rocm_validate.core import hookspec, levels, node, options, requirements
 from rocm_validate.core.categorize import categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
-from rocm_validate.core.selection import (
-    RUN_LAST_MARKER,
-    run_order,
-    suite_of,
-    touches_suites,
-)
 from rocm_validate.core.session import (
     PENDING_METRICS_KEY,
     STATE_KEY,
@@ -29,6 +23,12 @@ from rocm_validate.core.session import (
     RunState,
     is_xdist_worker,
     run_state,
+)
+from rocm_validate.core.suites import (
+    RUN_LAST_MARKER,
+    run_order,
+    suite_of,
+    touches_suites,
 )
 from rocm_validate.errors import MarkerUsageError, UsageError
 from rocm_validate.results.metrics import replace_properties

@@ -15,6 +15,8 @@ from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import Metric
 from rocm_validate.results.sizes import size_label
 
+RECORD = "pytest --rocm-suite=perf --update-baselines"  # the command a message names to record a baseline
+
 
 def gpu(name: str, arch: str, backend: str = "rocm", **changes) -> DeviceInfo:
     return DeviceInfo(backend=backend, index=0, name=name, arch=arch, **{"device_key": "k", **changes})
@@ -263,15 +265,15 @@ def _metric(value: float, better: str = "lower", unit: str = "GiB") -> Metric:
 
 def test_a_peak_memory_above_its_ceiling_fails_naming_the_ceiling_and_one_below_passes():
     ceiling = floors.Floor(47.29, "GiB", "the DCGM rule mirrored", better="lower")
-    above = gate.judge_floor(_metric(64.0), ceiling, "nvidia-h100-80gb-hbm3-sm90")
-    below = gate.judge_floor(_metric(35.5), ceiling, "nvidia-h100-80gb-hbm3-sm90")
+    above = gate.judge_floor(_metric(64.0), ceiling, "nvidia-h100-80gb-hbm3-sm90", RECORD)
+    below = gate.judge_floor(_metric(35.5), ceiling, "nvidia-h100-80gb-hbm3-sm90", RECORD)
     assert above.fails and above.message.startswith("above the ceiling: 64 GiB vs the ceiling 47.29 (ratio 1.353")
     assert (below.verdict, below.fails) == ("floor-pass", False) and "gated by the ceiling" in below.message
 
 
 def test_a_ceiling_on_a_higher_is_better_metric_is_a_mismatch():
     ceiling = floors.Floor(47.29, "GiB", "x", better="lower")
-    assert gate.judge_floor(_metric(35.0, better="higher"), ceiling, "k").verdict == "mismatch"
+    assert gate.judge_floor(_metric(35.0, better="higher"), ceiling, "k", RECORD).verdict == "mismatch"
 
 
 def test_a_user_ceiling_file_entry_is_read_as_a_ceiling(tmp_path):

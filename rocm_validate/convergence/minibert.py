@@ -380,14 +380,14 @@ class Trainer:
         candidate: Candidate,
         device: torch.device,
         fp8_formats: tuple[str, ...] = (),
-        platform: str = "",
+        system: str = "",  # MLLOG's submission_platform: the device and stack trained on
         progress: Progress = _no_progress,
     ) -> None:
         self.spec = spec
         self.candidate = candidate
         self.device = device
         self.fp8_formats = fp8_formats
-        self.platform = platform
+        self.system = system
         self.progress = progress
         self.corpus = generate_corpus(spec.corpus)
         self.held_out = self.corpus.held_out.to(device)
@@ -529,7 +529,7 @@ class Trainer:
             ("submission_benchmark", BENCHMARK),
             ("submission_division", "open"),
             ("submission_org", "rocm-validate"),
-            ("submission_platform", self.platform or str(self.device)),
+            ("submission_platform", self.system or str(self.device)),
             ("submission_status", "research"),
             ("seed", seed),
             ("global_batch_size", spec.batch_size),

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.core.options import DEFAULT_RULESET
 from rocm_validate.errors import JsonFileError, MlperfError
 
+DEFAULT_RULESET = "5.0.0"  # MLPerf training ruleset of the RCP check
 TOKEN = ":::MLLOG "
 USAGE = "training"
 RESULT_GLOB = "result_*.txt"

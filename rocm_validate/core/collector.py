@@ -17,9 +17,8 @@ import pytest
 from rocm_validate.core import node
 from rocm_validate.core.categorize import category_property, facts_of
 from rocm_validate.core.levels import describe_time_used
-from rocm_validate.core.options import NODE_WIDE_SUITES
-from rocm_validate.core.selection import suite_of_nodeid
 from rocm_validate.core.session import RunState, is_xdist_worker
+from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
     PROPERTY_PREFIX,

@@ -35,12 +35,14 @@ from pathlib import Path
 
 from rocm_validate.errors import BaselineError, JsonFileError
 from rocm_validate.perf.baselines import BASELINES_SCHEMA
+from rocm_validate.perf.gate import metric_families
 from rocm_validate.platform import peaks
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results import jsonfile
 
-# Metric families the perf suites record; a user floor for any other name is a typo.
-FAMILIES = ("gemm", "sdpa", "copy", "launch", "train", "collective", "p2p")
+# Metric families the suites record (each has a band in the gate's rules); a user floor for any
+# other name is a typo.
+FAMILIES = metric_families()
 
 
 @dataclass(frozen=True)
