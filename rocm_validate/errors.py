@@ -17,6 +17,27 @@ from __future__ import annotations
 
 import pytest
 
+__all__ = [
+    "BackendRefused",
+    "BaselineError",
+    "BlasUnavailable",
+    "CommandError",
+    "DataFileError",
+    "DeviceError",
+    "JsonFileError",
+    "LibraryMissing",
+    "MarkerUsageError",
+    "MlperfError",
+    "ModelBuildError",
+    "PlatformRefusal",
+    "RcpUnavailable",
+    "ReferenceFailed",
+    "RocmValidateError",
+    "ToolOutputError",
+    "UnknownCheckError",
+    "UsageError",
+]
+
 
 class RocmValidateError(Exception):
     """Base of every error rocm-validate raises on purpose."""

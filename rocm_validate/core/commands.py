@@ -29,8 +29,6 @@ from rocm_validate.core.options import (
 from rocm_validate.core.suites import BASELINE_SUITES
 from rocm_validate.platform.device_info import DeviceInfo
 
-__all__ = ["Commands"]
-
 
 @dataclass(frozen=True)
 class Commands:

@@ -21,6 +21,8 @@ from rocm_validate.platform.devices import DeviceInfo
 if TYPE_CHECKING:
     from rocm_validate.workloads.fp8_recipes import Fp8Recipe
 
+
+__all__ = ["MARKERS", "NotValidated", "not_validated"]
 MARKERS: dict[str, str] = {
     "rocm_suite(name)": "assign a test to a suite (preflight, correctness, perf, convergence) outside suites/<name>/",
     "rocm_level(level)": "the lowest level the test runs at: quick, standard (the default) or extended",

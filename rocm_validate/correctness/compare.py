@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     import torch
 
 
+__all__ = ["Comparison", "assert_passed", "compare", "sqnr_db"]
+
+
 @dataclass(frozen=True)
 class ModelJudgement:
     """How the candidate stands against its row's error model (float64 golden, no reference)."""

@@ -36,6 +36,8 @@ from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.device_info import DeviceInfo
 from rocm_validate.platform.probing import ProbeErrors
 
+__all__ = ["VISIBILITY_VARIABLES", "DeviceInfo", "discover_devices"]
+
 # The variables that decide which GPUs a process sees and which libraries PyTorch picks on them;
 # each one set is recorded with the device (`visibility`) and printed in the run's header.
 VISIBILITY_VARIABLES = (

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
+__all__ = ["GpuRef", "Metric", "Verdict"]
+
 PROPERTY_PREFIX = "rocm_metric."
 NUMERICS_PROPERTY = "rocm_numerics"  # a correctness test's checks and their margins, as JSON
 BETTER = ("higher", "lower")
