@@ -10,6 +10,7 @@ import fake_devices
 import pytest
 
 from rocm_validate.collectives.busbw import COLLECTIVES
+from rocm_validate.errors import BaselineError
 from rocm_validate.perf import floors, gate
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import Metric
@@ -290,3 +291,28 @@ def test_a_user_ceiling_file_entry_is_read_as_a_ceiling(tmp_path):
         json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": {"train.x.peak_memory": row}})
     )
     assert floors.read_floor_file(path, "k")["train.x.peak_memory"].kind == "ceiling"
+
+
+def test_the_metric_families_are_those_the_gate_has_a_band_for():
+    assert set(floors.FAMILIES) == {"gemm", "sdpa", "copy", "launch", "train", "collective", "p2p"}
+    assert gate.metric_families(gate.DEFAULT_RULES) == floors.FAMILIES
+
+
+def test_a_family_is_known_once_a_rule_gives_it_a_band():
+    rules = (*gate.DEFAULT_RULES, gate.ThresholdRule("moe.*", gate.Threshold()))
+    assert "moe" not in gate.metric_families() and "moe" in gate.metric_families(rules)
+
+
+def test_a_user_floor_for_a_family_with_no_band_is_refused_as_a_typo(tmp_path):
+    row = {
+        "value": 1.0,
+        "unit": "GB/s",
+        "better": "higher",
+        "dispersion": None,
+        "samples": None,
+        "provenance": {"date": "x"},
+    }
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": {"gemn.x": row}}))
+    with pytest.raises(BaselineError, match=r"'gemn\.x' names no metric the suites record"):
+        floors.read_floor_file(path, "k")

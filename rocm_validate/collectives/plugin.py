@@ -147,7 +147,7 @@ def collective_world(pytestconfig: pytest.Config) -> WorldSpec:
     """The ranks this run's devices make; skips (need vs found) when they make no group."""
     world, reason = world_for(run_state(pytestconfig), pytestconfig.stash[SETTINGS_KEY])
     if world is None:
-        pytest.skip(reason)
+        pytest.skip(reason or "the selected devices make no collectives group")
     return world
 
 

@@ -267,7 +267,8 @@ def build_bert(spec: MiniBertSpec, seed: int) -> torch.nn.Module:
     """transformers' BertForMaskedLM at this spec's size, initialised from `seed` on the CPU."""
     from transformers import BertConfig, BertForMaskedLM
 
-    config = BertConfig(
+    make_config: Any = BertConfig  # Any: its typed signature leaves out attn_implementation
+    config = make_config(
         vocab_size=spec.corpus.vocab_size,
         hidden_size=spec.hidden_size,
         num_hidden_layers=spec.layers,
@@ -290,7 +291,7 @@ class MaskedLM(torch.nn.Module):
 
     def __init__(self, bert: torch.nn.Module) -> None:
         super().__init__()
-        self.bert = bert
+        self.bert: Any = bert  # transformers' BertForMaskedLM: its .bert and .cls
 
     def forward(self, inputs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         hidden = self.bert.bert(input_ids=inputs).last_hidden_state
@@ -425,7 +426,7 @@ class Trainer:
 
     def _optimizer(self, module: MaskedLM) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
         spec = self.spec
-        implementation = {"fused": True} if self.candidate.fused_optimizer else {"foreach": False}
+        implementation: dict[str, Any] = {"fused": True} if self.candidate.fused_optimizer else {"foreach": False}
         optimizer = torch.optim.AdamW(
             module.parameters(),
             lr=spec.learning_rate * self.candidate.lr_scale,

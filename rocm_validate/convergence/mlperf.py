@@ -465,7 +465,7 @@ def score_run_set(
         benchmark, batch, blockers = _set_identity(runs)
         required = rcp_checker.submission_runs.get(USAGE, {}).get(benchmark) if benchmark else None
         blockers += _checker_blockers(benchmark, ruleset, rcp_data, rcp_path, runs, rcp_checker)
-        if blockers:
+        if blockers or benchmark is None:  # no benchmark line is a blocker already
             verdict = RcpVerdict(False, "; ".join(blockers), None)
         else:
             verdict = _run_checker(staged, ruleset, use_train_samples, rcp_path, benchmark, batch, rcp_checker)

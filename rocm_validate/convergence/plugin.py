@@ -185,7 +185,7 @@ class ProgressLine:
     """
 
     def __init__(self, config: pytest.Config) -> None:
-        self._reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self._reporter: Any = config.pluginmanager.get_plugin("terminalreporter")
         self._capture = config.pluginmanager.get_plugin("capturemanager")
         self._silent = is_xdist_worker(config) or self._reporter is None
         self._fresh = True

@@ -121,7 +121,8 @@ class ResultCollector:
         a person can read per metric instead of the JSON that carried it here."""
         properties = dict((n, v) for n, v in report.user_properties if isinstance(n, str))
         config = self.state.config
-        suite = properties.get("rocm_suite") or suite_of_nodeid(report.nodeid, config.rootpath)
+        marked = properties.get("rocm_suite")
+        suite = str(marked) if marked else suite_of_nodeid(report.nodeid, config.rootpath)
         gpu = None if suite in NODE_WIDE_SUITES else node.report_gpu(report, self.state)
         fresh = TestResult(report.nodeid, suite=suite, gpu=gpu)
         result = self.state.results.setdefault(fresh.title, fresh)
@@ -251,6 +252,7 @@ class ResultCollector:
             node=node_section,
             peers=[f.to_dict() for f in self.peers],
         )
+        assert self.state.settings.report_path is not None  # only called when a report was asked for
         jsonfile.write_json(self.state.settings.report_path, report, REPORT_SCHEMA)
         self.state.report_written = True
 

@@ -214,7 +214,7 @@ def refusal_skip_reason(what: str, refusal: BaseException) -> str:
     return f"needs {what}, found it refuses: {refusal}"
 
 
-class NotValidated(pytest.skip.Exception):
+class NotValidated(pytest.skip.Exception):  # type: ignore[name-defined]  # pytest's documented alias of Skipped
     """A skip that leaves a check this platform should support unvalidated: no baseline, no RCP,
     a backend or library refusing a case it supports. A skip normally; a failure under
     --rocm-strict. Platform limits (no GPU, another arch, no FP8, a library not installed) are

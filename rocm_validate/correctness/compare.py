@@ -408,7 +408,8 @@ def _judge_model(
 
     u = unit_roundoff(precision)
     judged = ModelJudgement(precision, u)
-    ratio, mismatches, worst_index, worst_bound = 0.0, 0, (), math.nan
+    worst_index: tuple[int, ...] = ()
+    ratio, mismatches, worst_bound = 0.0, 0, math.nan
     if model.rounding is not None and g.numel():
         m = torch.full_like(g, scale) if magnitude is None else magnitude.to(g).expand_as(g).abs()
         u_acc = unit_roundoff(model.accumulator_of(precision))
@@ -484,10 +485,10 @@ def _lean(c: torch.Tensor, rounded: torch.Tensor, g: torch.Tensor, both: torch.T
         if g.dim() >= 2:
             weight = size.sum(-1)
             used = weight > 0
-            samples = (values.sum(-1)[used] / weight[used]).double()
-            lean = float(samples.mean()) if samples.numel() else 0.0
-            spread = float(samples.std()) if samples.numel() > 1 else math.inf
-            standard_error = spread / math.sqrt(max(samples.numel(), 1))
+            row_leans = (values.sum(-1)[used] / weight[used]).double()
+            lean = float(row_leans.mean()) if row_leans.numel() else 0.0
+            spread = float(row_leans.std()) if row_leans.numel() > 1 else math.inf
+            standard_error = spread / math.sqrt(max(row_leans.numel(), 1))
         else:  # a ratio estimator: its standard error from the residuals of error = lean |golden|
             kept, sizes, magnitude = values[mask], size[mask], float(size.sum())
             if magnitude == 0:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -287,7 +287,7 @@ def _linear_step(
     x = x.detach().requires_grad_(True)
     with context():
         out = layer(x)
-    grad_x, grad_w = torch.autograd.grad(out, (x, layer.weight), upstream)
+    grad_x, grad_w = torch.autograd.grad(out, (x, cast(torch.Tensor, layer.weight)), upstream)
     return out.detach(), grad_x, grad_w
 
 

@@ -152,12 +152,14 @@ def check_compiled_fused_layers(
     return compare_results("compiled", f"Inductor, {tokens}x{hidden}, {dtype}", candidate, reference, golden, device)
 
 
-def bert_layer(scale: str, device: Any, seed: int = 0) -> torch.nn.Module:
-    """One transformers BertLayer of BERT-L at `scale`, dropout off, SDPA attention."""
+def bert_layer(scale: str, device: Any, seed: int = 0) -> Any:
+    """One transformers BertLayer of BERT-L at `scale`, dropout off, SDPA attention (typed Any:
+    callers reach into its submodules, which torch types as Tensor | Module)."""
     import transformers
     from transformers.models.bert.modeling_bert import BertLayer
 
-    config = transformers.BertConfig(
+    make_config: Any = transformers.BertConfig  # its typed signature leaves out attn_implementation
+    config = make_config(
         **MODELS["bert-large"].config_kwargs(scale),
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,

@@ -48,7 +48,7 @@ def run_torch_optimizer(
     device: Any,
 ) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
     """Run a torch optimizer over the gradient stream; returns its parameters and itself."""
-    params = [torch.nn.Parameter(p.to(device=device, dtype=dtype, copy=True)) for p in start]
+    params: list[torch.Tensor] = [torch.nn.Parameter(p.to(device=device, dtype=dtype, copy=True)) for p in start]
     optimizer = make(params)
     for step_grads in grads:
         for p, g in zip(params, step_grads):

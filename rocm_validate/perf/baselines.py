@@ -137,7 +137,7 @@ class BaselineEntry:
     runs: tuple[Mapping[str, Any], ...] = ()  # folded recording runs: value, clock_mhz, date
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "value": _significant(self.value, 4),
             "unit": self.unit,
             "better": self.better,

@@ -124,7 +124,7 @@ HOST_DETECT_LIMIT = 0.10  # a host-side metric that cannot catch a 10% change is
 # 256 MiB up, by at most 2.5% (docs/perf.md). They are shown, and the large sizes gate the interconnect.
 LATENCY_BOUND_BELOW_BYTES = 256 * 1024**2
 LATENCY_BOUND = "latency-bound message size: moves by up to 54% between runs; the sizes from 256 MiB gate the link"
-_GEMM = dict(per_clock=True, clock_floor=0.025)
+_GEMM: dict[str, Any] = dict(per_clock=True, clock_floor=0.025)
 
 DEFAULT_RULES: tuple[ThresholdRule, ...] = (
     ThresholdRule(
@@ -376,6 +376,8 @@ def _bases(metric: Metric, reference: Reference, threshold: Threshold) -> list[_
     reference_per_clock = reference.per_clock()
     if (
         clocks_known
+        and now_mhz is not None
+        and then_mhz is not None
         and capped
         and reference_per_clock
         and metric.better == "higher"
@@ -480,7 +482,7 @@ def judge(
         f"(ratio {ratio:.3f}, allowed {threshold.describe(noise, basis.clocks_known)}{compared}; "
         f"catches a {detectable:.1%} change)"
     )
-    base = dict(
+    base: dict[str, Any] = dict(
         ratio=ratio,
         bound=bound,
         allowed=allowed,
