@@ -101,7 +101,7 @@ def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
     )
 
 
-@pytest.hookimpl(trylast=True)  # after the plugin's own pytest_configure has resolved the run's settings
+@pytest.hookimpl(trylast=True)  # after rocm_validate.plugin has resolved the run-wide settings
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = resolve_perf_settings(config)
 
