@@ -277,19 +277,17 @@ def test_a_ceiling_on_a_higher_is_better_metric_is_a_mismatch():
     assert gate.judge_floor(_metric(35.0, better="higher"), ceiling, "k", RECORD).verdict == "mismatch"
 
 
+def _one_floor_file(folder: Path, name: str, value: float, unit: str, better: str) -> Path:
+    """A user floor file for device key 'k' holding one entry."""
+    row = {"value": value, "unit": unit, "better": better, "dispersion": None, "samples": None}
+    path = folder / "k.json"
+    metrics = {name: {**row, "provenance": {"date": "x"}}}
+    path.write_text(json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": metrics}))
+    return path
+
+
 def test_a_user_ceiling_file_entry_is_read_as_a_ceiling(tmp_path):
-    row = {
-        "value": 30.0,
-        "unit": "GiB",
-        "better": "lower",
-        "dispersion": None,
-        "samples": None,
-        "provenance": {"date": "x"},
-    }
-    path = tmp_path / "k.json"
-    path.write_text(
-        json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": {"train.x.peak_memory": row}})
-    )
+    path = _one_floor_file(tmp_path, "train.x.peak_memory", 30.0, "GiB", "lower")
     assert floors.read_floor_file(path, "k")["train.x.peak_memory"].kind == "ceiling"
 
 
@@ -304,15 +302,6 @@ def test_a_family_is_known_once_a_rule_gives_it_a_band():
 
 
 def test_a_user_floor_for_a_family_with_no_band_is_refused_as_a_typo(tmp_path):
-    row = {
-        "value": 1.0,
-        "unit": "GB/s",
-        "better": "higher",
-        "dispersion": None,
-        "samples": None,
-        "provenance": {"date": "x"},
-    }
-    path = tmp_path / "k.json"
-    path.write_text(json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": {"gemn.x": row}}))
+    path = _one_floor_file(tmp_path, "gemn.x", 1.0, "GB/s", "higher")
     with pytest.raises(BaselineError, match=r"'gemn\.x' names no metric the suites record"):
         floors.read_floor_file(path, "k")
