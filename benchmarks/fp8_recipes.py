@@ -40,7 +40,8 @@ from rocm_validate.correctness.fp8 import (
 )
 from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.errors import LibraryMissing
-from rocm_validate.platform.devices import DeviceInfo, discover_devices, select_device
+from rocm_validate.platform.devices import DeviceInfo, discover_devices
+from rocm_validate.platform.selection import DeviceSelection, select_device
 from rocm_validate.results import jsonfile
 from rocm_validate.workloads import fp8_recipes
 from rocm_validate.workloads.fp8_recipes import BLOCKS, FAULTS, RECIPES, TORCHAO_RECIPES
@@ -86,7 +87,7 @@ def block_row(case: RecipeCase, device: DeviceInfo, torch_device: Any, fault: st
     started = time.perf_counter()
     golden, reference, found = recipe_block_pass(case, torch_device, fault=fault)
     parts = {name: _part_figures(golden[name], reference[name], found[name]) for name in golden}
-    comparisons: list[Comparison] = compare_recipe_parts(case, golden, reference, found, device.backend, device.arch)
+    comparisons: list[Comparison] = compare_recipe_parts(case, golden, reference, found, device)
     grads = [n for n in parts if n.startswith("grad.")]
     return {
         "recipe": case.recipe.name,
@@ -191,8 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compiled", action="store_true", help="also torchao's recipes under torch.compile (FFN)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    wanted = args.device if args.device in (None, "cpu") else int(args.device)
-    device = select_device(discover_devices(), wanted)
+    device = select_device(discover_devices(), DeviceSelection.parse(args.device or "auto", "--device"))
     torch_device = torch.device("cpu") if not device.is_gpu else torch.device("cuda", device.index)
     scale = "tiny" if args.tiny else "full"
     dtype = args.dtype or training_dtype(device.backend)

@@ -96,7 +96,7 @@ def detect(device: DeviceInfo, target: torch.device) -> dict[str, dict[str, Any]
 
             torch.nn.functional.linear = wrong
             try:
-                return [check_linear(problem, dtype, target, device.backend, device.arch)]
+                return [check_linear(problem, dtype, device, target)]
             finally:
                 torch.nn.functional.linear = original
 

@@ -109,7 +109,7 @@ def rejudge(
         reference = gate.reference_from_entry(entry).scaled(scale)
         if old_gate:
             threshold, reference = legacy(threshold, reference)
-        judgement = gate.judge(metric, reference, threshold, "acceptance")
+        judgement = gate.judge(metric, reference, threshold, "acceptance", "(re-record the acceptance baseline)")
         judged[metric_title(metric)] = {
             "verdict": judgement.verdict,
             "ratio": judgement.ratio,

@@ -43,7 +43,8 @@ from rocm_validate.perf.timing import (
     rotation_count,
     sustained_changes,
 )
-from rocm_validate.platform.devices import discover_devices, select_device
+from rocm_validate.platform.devices import discover_devices
+from rocm_validate.platform.selection import DeviceSelection, select_device
 from rocm_validate.results import jsonfile
 from rocm_validate.workloads.shapes import GEMM_BENCHMARKS, gemm_flops
 
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     try:
-        device = select_device(discover_devices(), args.device)
+        device = select_device(discover_devices(), DeviceSelection.parse(str(args.device), "--device"))
     except LookupError as exc:
         print(f"perf_fidelity: needs a GPU: {exc}", file=sys.stderr)
         return 2

@@ -15,14 +15,45 @@ Anything else that escapes is a bug in rocm-validate or in the stack under test.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+__all__ = [
+    "BackendRefused",
+    "BaselineError",
+    "BlasUnavailable",
+    "CommandError",
+    "DataFileError",
+    "DeviceError",
+    "JsonFileError",
+    "LibraryMissing",
+    "MarkerUsageError",
+    "MlperfError",
+    "ModelBuildError",
+    "PlatformRefusal",
+    "RcpUnavailable",
+    "ReferenceFailed",
+    "RocmValidateError",
+    "ToolOutputError",
+    "UnknownCheckError",
+    "UsageError",
+]
 
 
 class RocmValidateError(Exception):
     """Base of every error rocm-validate raises on purpose."""
 
 
-class UsageError(RocmValidateError, pytest.UsageError):
+# pytest's UsageError is typed final, but subclassing it is how a plugin's usage error gets exit
+# status 4; the type checker sees a plain Exception there.
+if TYPE_CHECKING:
+    _PytestUsageError = Exception
+else:
+    _PytestUsageError = pytest.UsageError
+
+
+class UsageError(RocmValidateError, _PytestUsageError):
     """The request is wrong; the message says what was expected, what was found and the fix."""
 
 

@@ -16,12 +16,6 @@ import pytest
 from rocm_validate.core import hookspec, levels, node, options, requirements
 from rocm_validate.core.categorize import categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
-from rocm_validate.core.selection import (
-    RUN_LAST_MARKER,
-    run_order,
-    suite_of,
-    touches_suites,
-)
 from rocm_validate.core.session import (
     PENDING_METRICS_KEY,
     STATE_KEY,
@@ -29,6 +23,12 @@ from rocm_validate.core.session import (
     RunState,
     is_xdist_worker,
     run_state,
+)
+from rocm_validate.core.suites import (
+    RUN_LAST_MARKER,
+    run_order,
+    suite_of,
+    touches_suites,
 )
 from rocm_validate.errors import MarkerUsageError, UsageError
 from rocm_validate.results.metrics import replace_properties
@@ -175,10 +175,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if report.failed and "Timeout (>" in report.longreprtext:
         report.sections.append(("rocm-validate: timeout", _timeout_note(item)))
-    not_validated = call.excinfo is not None and call.excinfo.errisinstance(requirements.NotValidated)
-    if not_validated and run_state(item.config).settings.strict:
+    skipped = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(skipped, requirements.NotValidated) and run_state(item.config).settings.strict:
         report.outcome = "failed"
-        report.longrepr = f"{call.excinfo.value.msg} (--rocm-strict: a check that was not validated fails)"
+        report.longrepr = f"{skipped.msg} (--rocm-strict: a check that was not validated fails)"
     categorize(item, report, call.excinfo.value if call.excinfo else None, item.stash.get(SUITE_KEY, None))
     pending = item.stash.get(PENDING_METRICS_KEY, [])
     if call.when == "call" and pending:

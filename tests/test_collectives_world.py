@@ -41,7 +41,8 @@ def test_the_suite_passes_at_world_size_2_over_gloo_and_records_bus_bandwidth(py
     assert outcomes["passed"] == 11 and outcomes["skipped"] == 6, outcomes  # no baselines yet: gated tests skip
     result.stdout.fnmatch_lines(
         [
-            "*no baseline for collective.all_reduce.2ranks.4kib, *; run pytest --rocm-suite=collectives --update-baselines*"
+            "*no baseline for collective.all_reduce.2ranks.4kib, *; run pytest --rocm-suite=collectives "
+            "--rocm-device=cpu --rocm-baselines=* --update-baselines"
         ]
     )
     report = json.loads((pytester.path / "report.json").read_text())

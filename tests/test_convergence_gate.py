@@ -11,7 +11,7 @@ from rocm_validate.convergence.check import candidate_skip_reason, judge
 from rocm_validate.convergence.minibert import CANDIDATES, PRESETS, preset_for
 from rocm_validate.convergence.mlperf import RcpVerdict, RunFacts, RunSetScore
 from rocm_validate.convergence.rcps import build_rcp, load_rcp, rcp_path, write_rcp
-from rocm_validate.errors import JsonFileError, RcpUnavailable
+from rocm_validate.errors import JsonFileError, RcpUnavailable, ReferenceFailed
 from rocm_validate.platform.devices import DeviceInfo
 
 RECORD = {
@@ -195,11 +195,25 @@ def _check(tmp_path, device_file: dict | None):
         torch_device=None,
         rcp_file=path,
         record_command="record",
+        refusal=lambda finding: f"refused: {finding}",
         seeds=spec.seeds,
         workdir=tmp_path,
         ruleset="5.0.0",
         progress=lambda line, final: None,
     )
+
+
+def test_new_reference_runs_that_fail_the_stored_rcps_are_refused_unless_accepted(tmp_path, monkeypatch):
+    from rocm_validate.convergence import check
+
+    slower = judge("reference", scored([11_000, 11_500, 12_000], True), "rescore")
+    assert slower.verdict == "too-slow"
+    monkeypatch.setattr(check, "check_run_set", lambda *args: slower)
+    refusing = _check(tmp_path, build_rcp(SPEC, [1000, 1100, 1200, 1300, 1400], "test", "now", "here"))
+    with pytest.raises(ReferenceFailed, match=r"^refused: the new reference runs fail the RCPs in force, .*too-slow"):
+        refusing._refuse_a_regression(tmp_path)
+    accepting = dataclasses.replace(refusing, refusal=lambda finding: None)
+    assert accepting._refuse_a_regression(tmp_path) == 1200
 
 
 def test_without_rcps_of_its_own_a_device_checks_against_the_shipped_ones(tmp_path):

@@ -101,6 +101,7 @@ def check(tmp_path_factory):
         torch_device=torch.device("cpu"),
         rcp_file=root / "rcps" / "cpu-test.json",
         record_command="record",
+        refusal=lambda finding: f"refused: {finding}",
         seeds=SEEDS,
         workdir=root,
         ruleset="5.0.0",

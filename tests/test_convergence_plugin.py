@@ -66,7 +66,7 @@ def test_without_results_the_mlperf_tests_skip_saying_what_they_need(suite):
     [
         (
             "--rocm-mlperf-results={path}/nowhere",
-            "*--rocm-mlperf-results=*nowhere': no such folder; expected a folder of MLPerf result_*.txt files",
+            "*--rocm-mlperf-results=*nowhere': no such folder (*nowhere); expected a folder of MLPerf result_*.txt files",
         ),
         (
             "--rocm-ruleset=4.2",
@@ -110,7 +110,8 @@ def test_missing_rcps_skip_with_the_command_that_records_them(suite, no_shipped_
     result.stdout.fnmatch_lines(
         [
             "SKIPPED*no mini-BERT RCPs for this device at *baselines/rcps/cpu-*.json; record them with: "
-            f"pytest suites/convergence --rocm-suite=convergence --rocm-device=cpu --rocm-baselines=* --update-baselines -k {RECORD}"
+            f"pytest --rocm-suite=convergence --rocm-device=cpu --rocm-baselines=* suites/convergence -k {RECORD} "
+            "--update-baselines"
         ]
     )
 

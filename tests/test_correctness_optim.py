@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import fake_devices
 import pytest
 import torch
 
@@ -21,6 +22,8 @@ from rocm_validate.correctness.optimizers import (
     initial_params,
     run_torch_optimizer,
 )
+
+CPU = fake_devices.cpu()
 
 
 def _assert_same_run(make_torch, reference, start, grads, tolerance: float) -> None:
@@ -80,16 +83,14 @@ def test_reference_lamb_scales_the_update_by_the_trust_ratio():
 
 
 def test_fused_and_foreach_adamw_pass_on_the_cpu():
-    results = check_adamw("fused", "float32", "cpu", "cpu", "x86") + check_adamw(
-        "foreach", "bfloat16", "cpu", "cpu", "x86"
-    )
+    results = check_adamw("fused", "float32", CPU, "cpu") + check_adamw("foreach", "bfloat16", CPU, "cpu")
     assert all(r.passed for r in results)
     assert len(results) == 2 * 3 * len(PARAM_SHAPES)
 
 
 def test_an_unknown_adamw_variant_is_refused():
     with pytest.raises(ValueError, match="fused, foreach"):
-        check_adamw("capturable", "float32", "cpu", "cpu", "x86")
+        check_adamw("capturable", "float32", CPU, "cpu")
 
 
 class _LambStandIn(torch.optim.Optimizer):
@@ -111,9 +112,7 @@ class _LambStandIn(torch.optim.Optimizer):
 
 
 def test_the_lamb_check_passes_a_correct_lamb_and_names_a_wrong_one():
-    assert all(r.passed for r in check_lamb(lambda ps, c: _LambStandIn(ps, c), "cpu", "cpu", "x86"))
-    wrong = [
-        r for r in check_lamb(lambda ps, c: _LambStandIn(ps, c, lr_error=1.01), "cpu", "cpu", "x86") if not r.passed
-    ]
+    assert all(r.passed for r in check_lamb(lambda ps, c: _LambStandIn(ps, c), CPU, "cpu"))
+    wrong = [r for r in check_lamb(lambda ps, c: _LambStandIn(ps, c, lr_error=1.01), CPU, "cpu") if not r.passed]
     assert wrong and wrong[0].check.startswith("lamb.param[0]") and "Mismatched elements" in wrong[0].message()
     assert math.isfinite(wrong[0].candidate_error)

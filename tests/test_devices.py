@@ -14,6 +14,9 @@ import torch
 from rocm_validate.errors import DeviceError
 from rocm_validate.platform import devices, partitions
 from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.platform.selection import DeviceSelection, select_device
+
+CPU = DeviceSelection("cpu")
 
 
 def test_mi300x_is_gfx942_with_fnuz_fp8_and_hipblaslt():
@@ -78,7 +81,7 @@ def test_visibility_variables_in_force_are_recorded():
 
 def test_selecting_a_missing_gpu_names_what_exists():
     with pytest.raises(DeviceError, match=r"no such GPU; found 0 \(AMD Instinct MI300X\)"):
-        devices.select_device([fake_devices.mi300x(), fake_devices.cpu()], 3)
+        select_device([fake_devices.mi300x(), fake_devices.cpu()], DeviceSelection.parse("3"))
 
 
 def _broken_gpu_build_cpu(errors: tuple[str, ...] = ()) -> DeviceInfo:
@@ -89,7 +92,7 @@ def _broken_gpu_build_cpu(errors: tuple[str, ...] = ()) -> DeviceInfo:
 def test_a_gpu_build_with_no_usable_gpu_never_falls_back_to_the_cpu():
     cpu = _broken_gpu_build_cpu(("torch.cuda: RuntimeError: invalid device ordinal",))
     with pytest.raises(DeviceError) as error:
-        devices.select_device([cpu], None, env={})
+        select_device([cpu], env={})
     assert str(error.value) == (
         "this torch is a GPU build (CUDA 13.0), but no usable GPU was found (torch.cuda: RuntimeError: invalid device "
         "ordinal). Fix the driver, the container's device access or the visibility variables, or validate the CPU "
@@ -98,33 +101,33 @@ def test_a_gpu_build_with_no_usable_gpu_never_falls_back_to_the_cpu():
 
 
 def test_asking_for_the_cpu_on_purpose_validates_it_whatever_the_build():
-    assert devices.select_device([_broken_gpu_build_cpu()], "cpu", env={"CUDA_VISIBLE_DEVICES": "0"}).backend == "cpu"
+    assert select_device([_broken_gpu_build_cpu()], CPU, env={"CUDA_VISIBLE_DEVICES": "0"}).backend == "cpu"
 
 
 @pytest.mark.parametrize(
     "wanted, source, env, named",
     [
-        (None, "--rocm-device", {"HIP_VISIBLE_DEVICES": "0,1"}, "HIP_VISIBLE_DEVICES=0,1 is set"),
-        (None, "--rocm-device", {"ROCR_VISIBLE_DEVICES": "GPU-abc"}, "ROCR_VISIBLE_DEVICES=GPU-abc is set"),
-        (2, "ROCM_VALIDATE_DEVICE", {}, "ROCM_VALIDATE_DEVICE=2 names a GPU"),
-        (0, "rocm_device", {}, "rocm_device=0 names a GPU"),
+        ("auto", "--rocm-device", {"HIP_VISIBLE_DEVICES": "0,1"}, "HIP_VISIBLE_DEVICES=0,1 is set"),
+        ("auto", "--rocm-device", {"ROCR_VISIBLE_DEVICES": "GPU-abc"}, "ROCR_VISIBLE_DEVICES=GPU-abc is set"),
+        ("2", "ROCM_VALIDATE_DEVICE (environment)", {}, "ROCM_VALIDATE_DEVICE=2 names a GPU"),
+        ("0", "rocm_device (ini)", {}, "rocm_device=0 names a GPU"),
     ],
 )
 def test_the_device_error_names_the_option_or_variable_the_user_set(wanted, source, env, named):
     with pytest.raises(
         DeviceError, match=f"^{named}, but no usable GPU was found \\(torch 2.13.0\\+cpu is a CPU-only build\\)"
     ):
-        devices.select_device([fake_devices.cpu()], wanted, source, env)
+        select_device([fake_devices.cpu()], DeviceSelection.parse(wanted, source), env)
 
 
 def test_a_cpu_only_build_with_nothing_asking_for_a_gpu_validates_the_cpu():
-    assert devices.select_device([fake_devices.cpu()], None, env={"PATH": "/bin"}).backend == "cpu"
+    assert select_device([fake_devices.cpu()], env={"PATH": "/bin"}).backend == "cpu"
 
 
 def test_automatic_selection_prefers_the_first_gpu_then_the_cpu():
-    assert devices.select_device([fake_devices.h100(), fake_devices.cpu()], None).backend == "cuda"
-    assert devices.select_device([fake_devices.cpu()], None).backend == "cpu"
-    assert devices.select_device([fake_devices.h100(), fake_devices.cpu()], "cpu").backend == "cpu"
+    assert select_device([fake_devices.h100(), fake_devices.cpu()]).backend == "cuda"
+    assert select_device([fake_devices.cpu()]).backend == "cpu"
+    assert select_device([fake_devices.h100(), fake_devices.cpu()], CPU).backend == "cpu"
 
 
 # --- the discovery orchestration, with torch's device queries answered as on a ROCm machine ---

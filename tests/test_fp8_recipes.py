@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import textwrap
 
+import fake_devices
 import pytest
 import torch
 
@@ -27,6 +28,7 @@ from rocm_validate.workloads import fp8, fp8_recipes
 from rocm_validate.workloads.fp8_recipes import RECIPES
 
 OCP = ("e4m3fn", "e5m2")
+CPU = fake_devices.cpu()
 CPU_RECIPES = ("project-delayed", "torchao-tensorwise", "torchao-rowwise", "torchao-rowwise_with_gw_hp")
 
 
@@ -221,8 +223,8 @@ def test_a_vector_is_tiled_as_one_row():
 @pytest.mark.parametrize("recipe", CPU_RECIPES)
 def test_a_healthy_recipe_passes_every_gate(recipe, kind):
     case = _case(recipe, kind)
-    results = checks.check_recipe_block(case, "cpu", "cpu", "cpu")
-    results.append(checks.check_recipe_training(case, "cpu", "cpu", "cpu"))
+    results = checks.check_recipe_block(case, CPU, "cpu")
+    results.append(checks.check_recipe_training(case, CPU, "cpu"))
     assert [r.message() for r in results if not r.passed] == []
 
 
@@ -231,7 +233,7 @@ def test_a_healthy_recipe_passes_every_gate(recipe, kind):
 def test_a_zeroed_gradient_tile_fails_that_gradients_tile_gate(recipe, kind):
     case = _case(recipe, kind)
     name, _ = fp8_recipes.first_weight(fp8_recipes.llama_block(kind, "tiny", "cpu"))
-    failed = [r for r in checks.check_recipe_block(case, "cpu", "cpu", "cpu", fault="zeroed-grad-tile") if not r.passed]
+    failed = [r for r in checks.check_recipe_block(case, CPU, "cpu", fault="zeroed-grad-tile") if not r.passed]
     tile = f"fp8_recipe.{kind}.tile [{case.label}: grad.{name} worst tile, rows 0:128 cols 0:128]"
     assert tile in [r.check for r in failed]
     assert all(name in r.check for r in failed), [r.check for r in failed]
@@ -241,14 +243,14 @@ def test_a_zeroed_gradient_tile_fails_that_gradients_tile_gate(recipe, kind):
 @pytest.mark.parametrize("recipe", CPU_RECIPES)
 def test_a_weight_scale_off_by_two_fails_the_output_and_every_gradient(recipe):
     case = _case(recipe)
-    results = checks.check_recipe_block(case, "cpu", "cpu", "cpu", fault="weight-scale-x2")
+    results = checks.check_recipe_block(case, CPU, "cpu", fault="weight-scale-x2")
     assert not any(r.passed for r in results), [r.check for r in results if r.passed]
 
 
 @pytest.mark.parametrize("kind", fp8_recipes.BLOCKS)
 def test_an_output_off_by_eight_percent_fails_the_loss_check(kind):
     case = _case("project-delayed", kind)
-    result = checks.check_recipe_training(case, "cpu", "cpu", "cpu", fault="output-x0.92")
+    result = checks.check_recipe_training(case, CPU, "cpu", fault="output-x0.92")
     assert not result.passed and "differs from the golden beyond tolerance" in result.message()
 
 

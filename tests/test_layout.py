@@ -5,7 +5,8 @@
 * the torch-free layers (core, platform, results and the top-level modules) import no torch at
   module import, directly or through another module of the package, so `pytest --help` stays
   torch-free;
-* module-level imports form no cycle;
+* imports form no cycle, counting every import: at module level, inside functions and under
+  TYPE_CHECKING (a lazy import still ties two modules' designs together);
 * the package root holds at most ten modules: everything else lives in a subpackage.
 """
 
@@ -165,9 +166,10 @@ def _path_to(start: str, goal: str, graph: dict[str, set[str]]) -> tuple[list[st
 
 
 def import_cycles(imports: list[Import]) -> list[str]:
+    """Every cycle among the package's imports, module-level, function-level and TYPE_CHECKING alike."""
     graph: dict[str, set[str]] = {}
     for imp in imports:
-        if imp.module_level and imp.target != imp.module and imp.target.split(".")[0] != "torch":
+        if imp.target != imp.module and imp.target.split(".")[0] != "torch":
             graph.setdefault(imp.module, set()).add(imp.target)
     cycles = []
     for module in sorted(graph):
@@ -193,7 +195,7 @@ def test_core_platform_and_results_import_no_torch_at_import_time():
     assert torch_at_import(package_imports(PACKAGE), PACKAGE.name) == []
 
 
-def test_module_level_imports_form_no_cycle():
+def test_no_import_forms_a_cycle_at_module_or_function_level():
     assert import_cycles(package_imports(PACKAGE)) == []
 
 
@@ -245,6 +247,24 @@ def test_an_import_cycle_is_found(tmp_path):
         "rocm_validate.platform.arch" in c and "rocm_validate.platform.devices" in c
         for c in import_cycles(package_imports(root))
     )
+
+
+def test_a_cycle_closed_by_an_import_inside_a_function_is_found(tmp_path):
+    root = _planted_package(
+        tmp_path, {"core/levels.py": "def _late():\n    from rocm_validate.core import options  # noqa\n"}
+    )
+    assert any(
+        "rocm_validate.core.levels" in c and "rocm_validate.core.options" in c
+        for c in import_cycles(package_imports(root))
+    )
+
+
+def test_a_cycle_closed_under_type_checking_is_found(tmp_path):
+    planted = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rocm_validate.platform import devices  # noqa\n"
+    )
+    root = _planted_package(tmp_path, {"platform/peaks.py": planted})
+    assert any("rocm_validate.platform.peaks" in c for c in import_cycles(package_imports(root)))
 
 
 def test_an_eleventh_top_level_module_breaks_the_limit(tmp_path):

@@ -8,7 +8,8 @@ import dataclasses
 import fake_devices
 import pytest
 
-from rocm_validate.core.node import NodeFacts, pinned_device, worker_count_problem
+from rocm_validate.core.node import worker_count_problem
+from rocm_validate.core.node_facts import NodeFacts, pinned_device
 from rocm_validate.core.pinning import index_space, pin
 from rocm_validate.errors import DeviceError
 

@@ -15,6 +15,7 @@ from rocm_validate.perf.baselines import BaselineEntry, BaselineStore, decide_up
 from rocm_validate.perf.gate import Threshold
 
 KEY = "amd-instinct-mi300x-gfx942"
+RECORD = "pytest --rocm-suite=perf --update-baselines"  # the command a message names to record a baseline
 THRESHOLD = Threshold(floor=0.03, k=3.0, cap=0.08)
 
 
@@ -36,12 +37,12 @@ def write(store: BaselineStore, name: str, value: float) -> str:
 
 
 def test_a_missing_file_means_no_baselines_yet(tmp_path: Path) -> None:
-    store = BaselineStore(tmp_path, KEY)
+    store = BaselineStore(tmp_path, KEY, RECORD)
     assert store.read() == {} and store.entry("gemm.bf16.8192x8192x8192") is None
 
 
 def test_a_written_entry_reads_back_rounded_sorted_and_with_provenance(tmp_path: Path) -> None:
-    store = BaselineStore(tmp_path, KEY)
+    store = BaselineStore(tmp_path, KEY, RECORD)
     assert write(store, "gemm.bf16.8192x8192x8192", 731.23456) == "updated"
     write(store, "copy.device.2048mib", 2971.0)
     text = (tmp_path / f"{KEY}.json").read_text()
@@ -74,25 +75,25 @@ def test_an_unusable_file_is_an_error_naming_the_file_the_problem_and_the_fix(
 ) -> None:
     (tmp_path / f"{KEY}.json").write_text(content)
     with pytest.raises(BaselineError) as error:
-        BaselineStore(tmp_path, KEY).read()
+        BaselineStore(tmp_path, KEY, RECORD).read()
     message = str(error.value)
     assert str(tmp_path / f"{KEY}.json") in message and problem in message
     assert "git checkout --" in message and "--update-baselines" in message
 
 
 def test_a_file_renamed_from_another_device_is_an_error(tmp_path: Path) -> None:
-    write(BaselineStore(tmp_path, "nvidia-h100-80gb-hbm3-sm90"), "gemm.bf16.8192x8192x8192", 700.0)
+    write(BaselineStore(tmp_path, "nvidia-h100-80gb-hbm3-sm90", RECORD), "gemm.bf16.8192x8192x8192", 700.0)
     (tmp_path / "nvidia-h100-80gb-hbm3-sm90.json").rename(tmp_path / f"{KEY}.json")
     with pytest.raises(BaselineError, match="holds baselines for device key 'nvidia-h100-80gb-hbm3-sm90'"):
-        BaselineStore(tmp_path, KEY).read()
+        BaselineStore(tmp_path, KEY, RECORD).read()
 
 
 def test_only_this_devices_file_is_read_and_subfolders_are_ignored(tmp_path: Path) -> None:
     (tmp_path / "rcps").mkdir()
     (tmp_path / "rcps" / "bert.json").write_text("not json")
     (tmp_path / "other-device.json").write_text("{truncated")
-    write(BaselineStore(tmp_path, KEY), "copy.device.2048mib", 2971.0)
-    assert list(BaselineStore(tmp_path, KEY).read()) == ["copy.device.2048mib"]
+    write(BaselineStore(tmp_path, KEY, RECORD), "copy.device.2048mib", 2971.0)
+    assert list(BaselineStore(tmp_path, KEY, RECORD).read()) == ["copy.device.2048mib"]
 
 
 def test_a_run_too_noisy_to_gate_within_the_cap_is_refused() -> None:
@@ -144,7 +145,7 @@ def test_a_baseline_in_another_unit_is_replaced() -> None:
 
 
 def test_rerecording_the_same_stack_adds_one_run_to_the_file(tmp_path: Path) -> None:
-    store = BaselineStore(tmp_path, KEY)
+    store = BaselineStore(tmp_path, KEY, RECORD)
     write(store, "gemm.bf16.8192x8192x8192", 700.0)
     assert write(store, "gemm.bf16.8192x8192x8192", 701.0) == "folded"
     stored = store.read()["gemm.bf16.8192x8192x8192"]
@@ -159,19 +160,19 @@ def test_a_stored_run_list_longer_than_ten_is_a_schema_error(tmp_path: Path) -> 
     }
     (tmp_path / f"{KEY}.json").write_text(json.dumps(data))
     with pytest.raises(BaselineError, match="runs"):
-        BaselineStore(tmp_path, KEY).read()
+        BaselineStore(tmp_path, KEY, RECORD).read()
 
 
 def test_an_update_merges_with_entries_written_since_this_process_first_read(tmp_path: Path) -> None:
-    mine, theirs = BaselineStore(tmp_path, KEY), BaselineStore(tmp_path, KEY)
+    mine, theirs = BaselineStore(tmp_path, KEY, RECORD), BaselineStore(tmp_path, KEY, RECORD)
     assert mine.entry("a.metric") is None  # snapshot taken while the file is empty
     write(theirs, "b.metric", 2.0)
     write(mine, "a.metric", 1.0)
-    assert sorted(BaselineStore(tmp_path, KEY).read()) == ["a.metric", "b.metric"]
+    assert sorted(BaselineStore(tmp_path, KEY, RECORD).read()) == ["a.metric", "b.metric"]
 
 
 def _write_many(folder: str, worker: int, start: object) -> None:
-    store = BaselineStore(Path(folder), KEY)
+    store = BaselineStore(Path(folder), KEY, RECORD)
     assert store.entry("metric.none") is None  # every writer holds a stale snapshot, as xdist workers do
     start.wait(60)  # type: ignore[attr-defined]
     for index in range(10):
@@ -188,13 +189,13 @@ def test_concurrent_writers_lose_no_entry(tmp_path: Path) -> None:
     for process in workers:
         process.join(60)
     assert [p.exitcode for p in workers] == [0, 0, 0, 0]
-    assert len(BaselineStore(tmp_path, KEY).read()) == 40
+    assert len(BaselineStore(tmp_path, KEY, RECORD).read()) == 40
 
 
 def test_baselines_stored_under_a_devices_older_key_are_read_and_said(tmp_path: Path) -> None:
     old_key = "amd-instinct-mi350-oam-gfx950"
-    write(BaselineStore(tmp_path, old_key), "copy.device.2048mib", 5900.0)
-    store = BaselineStore(tmp_path, "amd-instinct-mi350x-gfx950", aliases=(old_key,))
+    write(BaselineStore(tmp_path, old_key, RECORD), "copy.device.2048mib", 5900.0)
+    store = BaselineStore(tmp_path, "amd-instinct-mi350x-gfx950", RECORD, aliases=(old_key,))
     assert list(store.read()) == ["copy.device.2048mib"]
     assert store.note == (
         f"read from {tmp_path / (old_key + '.json')}, stored under this device's older key {old_key!r}; "
@@ -204,8 +205,8 @@ def test_baselines_stored_under_a_devices_older_key_are_read_and_said(tmp_path: 
 
 def test_the_next_write_moves_an_older_keys_baselines_to_the_devices_own_file(tmp_path: Path) -> None:
     old_key = "amd-instinct-mi350-oam-gfx950"
-    write(BaselineStore(tmp_path, old_key), "copy.device.2048mib", 5900.0)
-    store = BaselineStore(tmp_path, "amd-instinct-mi350x-gfx950", aliases=(old_key,))
+    write(BaselineStore(tmp_path, old_key, RECORD), "copy.device.2048mib", 5900.0)
+    store = BaselineStore(tmp_path, "amd-instinct-mi350x-gfx950", RECORD, aliases=(old_key,))
     write(store, "gemm.bf16.8192x8192x8192", 1500.0)
     own = json.loads((tmp_path / "amd-instinct-mi350x-gfx950.json").read_text())
     assert own["device_key"] == "amd-instinct-mi350x-gfx950"
@@ -213,6 +214,6 @@ def test_the_next_write_moves_an_older_keys_baselines_to_the_devices_own_file(tm
 
 
 def test_a_devices_own_file_wins_over_an_older_keys(tmp_path: Path) -> None:
-    write(BaselineStore(tmp_path, "old-key"), "copy.device.2048mib", 1.0)
-    write(BaselineStore(tmp_path, KEY), "gemm.bf16.8192x8192x8192", 700.0)
-    assert list(BaselineStore(tmp_path, KEY, aliases=("old-key",)).read()) == ["gemm.bf16.8192x8192x8192"]
+    write(BaselineStore(tmp_path, "old-key", RECORD), "copy.device.2048mib", 1.0)
+    write(BaselineStore(tmp_path, KEY, RECORD), "gemm.bf16.8192x8192x8192", 700.0)
+    assert list(BaselineStore(tmp_path, KEY, RECORD, aliases=("old-key",)).read()) == ["gemm.bf16.8192x8192x8192"]

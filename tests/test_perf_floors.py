@@ -10,10 +10,13 @@ import fake_devices
 import pytest
 
 from rocm_validate.collectives.busbw import COLLECTIVES
+from rocm_validate.errors import BaselineError
 from rocm_validate.perf import floors, gate
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import Metric
 from rocm_validate.results.sizes import size_label
+
+RECORD = "pytest --rocm-suite=perf --update-baselines"  # the command a message names to record a baseline
 
 
 def gpu(name: str, arch: str, backend: str = "rocm", **changes) -> DeviceInfo:
@@ -263,28 +266,42 @@ def _metric(value: float, better: str = "lower", unit: str = "GiB") -> Metric:
 
 def test_a_peak_memory_above_its_ceiling_fails_naming_the_ceiling_and_one_below_passes():
     ceiling = floors.Floor(47.29, "GiB", "the DCGM rule mirrored", better="lower")
-    above = gate.judge_floor(_metric(64.0), ceiling, "nvidia-h100-80gb-hbm3-sm90")
-    below = gate.judge_floor(_metric(35.5), ceiling, "nvidia-h100-80gb-hbm3-sm90")
+    above = gate.judge_floor(_metric(64.0), ceiling, "nvidia-h100-80gb-hbm3-sm90", RECORD)
+    below = gate.judge_floor(_metric(35.5), ceiling, "nvidia-h100-80gb-hbm3-sm90", RECORD)
     assert above.fails and above.message.startswith("above the ceiling: 64 GiB vs the ceiling 47.29 (ratio 1.353")
     assert (below.verdict, below.fails) == ("floor-pass", False) and "gated by the ceiling" in below.message
 
 
 def test_a_ceiling_on_a_higher_is_better_metric_is_a_mismatch():
     ceiling = floors.Floor(47.29, "GiB", "x", better="lower")
-    assert gate.judge_floor(_metric(35.0, better="higher"), ceiling, "k").verdict == "mismatch"
+    assert gate.judge_floor(_metric(35.0, better="higher"), ceiling, "k", RECORD).verdict == "mismatch"
+
+
+def _one_floor_file(folder: Path, name: str, value: float, unit: str, better: str) -> Path:
+    """A user floor file for device key 'k' holding one entry."""
+    row = {"value": value, "unit": unit, "better": better, "dispersion": None, "samples": None}
+    path = folder / "k.json"
+    metrics = {name: {**row, "provenance": {"date": "x"}}}
+    path.write_text(json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": metrics}))
+    return path
 
 
 def test_a_user_ceiling_file_entry_is_read_as_a_ceiling(tmp_path):
-    row = {
-        "value": 30.0,
-        "unit": "GiB",
-        "better": "lower",
-        "dispersion": None,
-        "samples": None,
-        "provenance": {"date": "x"},
-    }
-    path = tmp_path / "k.json"
-    path.write_text(
-        json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": {"train.x.peak_memory": row}})
-    )
+    path = _one_floor_file(tmp_path, "train.x.peak_memory", 30.0, "GiB", "lower")
     assert floors.read_floor_file(path, "k")["train.x.peak_memory"].kind == "ceiling"
+
+
+def test_the_metric_families_are_those_the_gate_has_a_band_for():
+    assert set(floors.FAMILIES) == {"gemm", "sdpa", "copy", "launch", "train", "collective", "p2p"}
+    assert gate.metric_families(gate.DEFAULT_RULES) == floors.FAMILIES
+
+
+def test_a_family_is_known_once_a_rule_gives_it_a_band():
+    rules = (*gate.DEFAULT_RULES, gate.ThresholdRule("moe.*", gate.Threshold()))
+    assert "moe" not in gate.metric_families() and "moe" in gate.metric_families(rules)
+
+
+def test_a_user_floor_for_a_family_with_no_band_is_refused_as_a_typo(tmp_path):
+    path = _one_floor_file(tmp_path, "gemn.x", 1.0, "GB/s", "higher")
+    with pytest.raises(BaselineError, match=r"'gemn\.x' names no metric the suites record"):
+        floors.read_floor_file(path, "k")

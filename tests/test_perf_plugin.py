@@ -14,9 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "amd-instinct-mi300x-gfx942"
-MISSING = (
-    f"no baseline for sdpa.forward.bert-large.48x16x512x64 on {KEY}; run pytest --rocm-suite=perf --update-baselines"
-)
+MISSING = f"no baseline for sdpa.forward.bert-large.48x16x512x64 on {KEY}; run pytest --rocm-suite=perf"
 
 CONFTEST = '''
 import os
@@ -121,7 +119,10 @@ def test_a_metric_with_neither_baseline_nor_floor_is_skipped_with_the_command_th
     result = run(project, "test_no_floor.py")
     result.assert_outcomes(skipped=1)
     assert result.ret == 0
-    result.stdout.fnmatch_lines([f"*{MISSING} --rocm-baselines={project.path / 'baselines'}*"])
+    # the command carries the run's own device and baselines folder
+    result.stdout.fnmatch_lines(
+        [f"*{MISSING} --rocm-device=0 --rocm-baselines={project.path / 'baselines'} --update-baselines"]
+    )
 
 
 def test_rocm_strict_turns_a_missing_baseline_into_a_failure(project: pytest.Pytester) -> None:

@@ -153,3 +153,21 @@ def test_junit_xml_names_the_device_and_torch_for_the_whole_suite(pytester):
     properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert properties["rocm_validate.device_key"] == "nvidia-h100-80gb-hbm3-sm90"
     assert properties["rocm_validate.torch"] == fake_devices.h100().torch_version
+
+
+def test_a_verdict_is_its_word_in_json_and_messages():
+    from rocm_validate.results.metrics import Metric, Verdict
+
+    metric = Metric("gemm.bf16.8192x8192x8192", 700.0, "TFLOP/s").with_verdict(Verdict.REGRESSED)
+    assert json.loads(metric.to_property()[1])["verdict"] == "regressed"
+    assert f"{metric.verdict}" == str(metric.verdict) == "regressed" and metric.verdict == "regressed"
+    assert Metric.from_dict(metric.to_dict()).verdict is Verdict.REGRESSED
+
+
+def test_a_verdict_that_is_no_verdict_is_refused():
+    import pytest
+
+    from rocm_validate.results.metrics import Metric
+
+    with pytest.raises(ValueError, match="'regresed' is not a valid Verdict"):
+        Metric("gemm.bf16.8192x8192x8192", 700.0, "TFLOP/s", verdict="regresed")

@@ -178,3 +178,49 @@ def test_the_lock_file_beside_a_baseline_is_ignored_by_git():
 
     patterns = (Path(__file__).resolve().parents[1] / ".gitignore").read_text().split()
     assert any(fnmatch(".nvidia-h100-80gb-hbm3-sm90.json.lock", p.strip("/")) for p in patterns)
+
+
+def test_each_suite_plugin_owns_its_options(pytester):
+    """Without the perf plugin its options are gone from --help; the run-wide ones stay."""
+    result = pytester.runpytest("-p", "no:rocm_validate.perf.plugin", "--help")
+    assert result.ret == 0
+    text = result.stdout.str()
+    assert "--rocm-suite=LIST" in text and "--rocm-host-root=DIR" in text
+    assert "--rocm-perf-window" not in text and "--rocm-floors" not in text
+
+
+def _config(tmp_path, ini: bool):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        inipath=tmp_path / "project" / "pytest.ini" if ini else None,
+        rootpath=tmp_path / "root",
+        invocation_params=SimpleNamespace(dir=tmp_path / "started-here"),
+    )
+
+
+def test_a_relative_path_on_the_command_line_or_in_the_environment_is_taken_from_where_pytest_started(tmp_path):
+    from rocm_validate.core.options import given_path
+
+    config = _config(tmp_path, ini=True)
+    assert given_path(config, "floors", "--rocm-floors") == tmp_path / "started-here" / "floors"
+    assert given_path(config, "floors", "ROCM_VALIDATE_FLOORS (environment)") == tmp_path / "started-here" / "floors"
+
+
+def test_a_relative_path_in_the_ini_file_is_taken_from_the_ini_files_folder(tmp_path):
+    from rocm_validate.core.options import given_path
+
+    assert given_path(_config(tmp_path, ini=True), "floors", "rocm_floors (ini)") == tmp_path / "project" / "floors"
+    assert given_path(_config(tmp_path, ini=False), "floors", "rocm_floors (ini)") == tmp_path / "root" / "floors"
+
+
+def test_a_relative_floors_folder_follows_the_same_rule_as_the_baselines(pytester, monkeypatch):
+    (pytester.path / "sub" / "my-floors").mkdir(parents=True)
+    pytester.makepyfile("def test_x():\n    pass\n")
+    monkeypatch.chdir(pytester.path / "sub")
+    result = pytester.runpytest(str(pytester.path), "--rocm-floors=my-floors")
+    result.assert_outcomes(passed=1)
+    monkeypatch.chdir(pytester.path)
+    result = pytester.runpytest("--rocm-floors=my-floors")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --rocm-floors='my-floors': no such folder ({pytester.path / 'my-floors'})*"])

@@ -21,6 +21,8 @@ from rocm_validate.results.metrics import Metric
 GIB = 1024**3
 LOADER = {"pid": 4242, "name": "python3", "memory_bytes": 2 * GIB}
 
+RECORD = "pytest --rocm-suite=perf --update-baselines"  # the command a message names to record a baseline
+
 
 def evidence(
     clock: float | None = 1755.0,
@@ -109,11 +111,15 @@ def test_the_gate_message_names_the_process_and_leaves_out_the_rerecord_hint() -
     metric = Metric(
         "gemm.bf16.8192x8192x8192", 600.0, "TFLOP/s", extra={"telemetry": evidence(clock=1410.0, after=[LOADER])}
     )
-    judgement = gate.judge(metric, Reference(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100")
+    judgement = gate.judge(
+        metric, Reference(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100", RECORD
+    )
     assert judgement.category == "contention" and "pid 4242 python3" in judgement.message
     assert "re-record" not in judgement.message
     clean = Metric("gemm.bf16.8192x8192x8192", 600.0, "TFLOP/s", extra={"telemetry": evidence()})
-    slower = gate.judge(clean, Reference(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100")
+    slower = gate.judge(
+        clean, Reference(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100", RECORD
+    )
     assert (
         slower.category == "performance"
         and "re-record with pytest --rocm-suite=perf --update-baselines" in slower.message

@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.convergence.mlperf import RunFacts, RunSetScore
-from rocm_validate.core.options import DEFAULT_RULESET
+from rocm_validate.convergence.mlperf import DEFAULT_RULESET, RunFacts, RunSetScore
 
 SCORE_SCHEMA: dict[str, Any] = {
     "title": "rocm-validate mlperf-score",

@@ -37,7 +37,7 @@ from rocm_validate.collectives.rank import (
     result_key,
     store_prefix,
 )
-from rocm_validate.core.node import NODE_GPU_VARIABLE
+from rocm_validate.core.node_facts import NODE_GPU_VARIABLE
 
 POLL_S = 0.2
 STARTUP_S = 180.0  # importing torch and initialising a GPU runtime on a busy node
@@ -103,7 +103,7 @@ def launch(
     prefix = store_prefix({RUN_ID_VARIABLE: run_id})
     log_dir.mkdir(parents=True, exist_ok=True)
     logs = [log_dir / f"rank{r}.log" for r in range(world.size)]
-    command = [sys.executable, "-m", "rocm_validate.collectives", *plan.arguments(), "--backend", world.backend]
+    command = [sys.executable, "-m", "rocm_validate.collectives", *plan.arguments(), "--backend", world.library]
     processes = []
     try:
         for rank in range(world.size):
@@ -123,7 +123,7 @@ def launch(
                 process.kill()
             process.wait()
     results = [_published(store, result_key(prefix, r)) for r in range(world.size)]
-    return summarize(results, world.labels, world.backend, watch.notes)
+    return summarize(results, world.labels, world.library, watch.notes)
 
 
 def _published(store: Any, key: str) -> dict[str, Any] | None:

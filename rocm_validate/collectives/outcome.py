@@ -129,7 +129,7 @@ class PairOutcome:
 class WorldOutcome:
     """A collectives run: its ranks, every step and pair, and what stopped the group, if anything."""
 
-    backend: str
+    library: str  # the collective library: 'nccl' (RCCL on ROCm) or 'gloo' (torch.distributed's backend)
     labels: tuple[str, ...]  # each rank's name in messages
     steps: tuple[StepOutcome, ...]
     pairs: tuple[PairOutcome, ...]
@@ -168,7 +168,7 @@ class WorldOutcome:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA_ID,
-            "backend": self.backend,
+            "backend": self.library,  # torch.distributed's name for it
             "ranks": [dict(r) for r in self.ranks] or [{"label": label} for label in self.labels],
             "steps": [s.to_dict() for s in self.steps],
             "pairs": [p.to_dict() for p in self.pairs],
@@ -215,7 +215,7 @@ def _step_outcome(
 def summarize(
     results: Sequence[Mapping[str, Any] | None],
     labels: Sequence[str],
-    backend: str,
+    library: str,
     notes: Mapping[int, str] | None = None,
 ) -> WorldOutcome:
     """One verdict from each rank's result (None for a rank that gave none). `notes` say what
@@ -247,7 +247,7 @@ def summarize(
     facts = tuple(
         {k: v for k, v in (r or {"rank": i}).items() if k not in ("steps", "p2p")} for i, r in enumerate(results)
     )
-    return WorldOutcome(backend, tuple(labels), tuple(steps), _pairs(results), tuple(problems), facts)
+    return WorldOutcome(library, tuple(labels), tuple(steps), _pairs(results), tuple(problems), facts)
 
 
 def _pairs(results: Sequence[Mapping[str, Any] | None]) -> tuple[PairOutcome, ...]:

@@ -106,9 +106,9 @@ P2P_FULL_WORLD = 8
 P2P_LARGE_WORLD_BYTES = 32 * MIB
 
 
-def plan_for(backend: str, world: int) -> Plan:
+def plan_for(library: str, world: int) -> Plan:
     """The plan of a world: the GPU plan for nccl (smaller peer-to-peer copies beyond 8 ranks), the CPU plan for gloo."""
-    if backend != "nccl":
+    if library != "nccl":
         return CPU_PLAN
     if world <= P2P_FULL_WORLD:
         return GPU_PLAN
@@ -128,7 +128,7 @@ def parser() -> argparse.ArgumentParser:
         "--backend",
         choices=("auto", "nccl", "gloo"),
         default="auto",
-        help="auto: nccl (RCCL on ROCm) when a GPU is visible, else gloo",
+        help="the collective library (torch.distributed's backend); auto: nccl (RCCL on ROCm) when a GPU is visible, else gloo",
     )
     p.add_argument("--ops", default=",".join(COLLECTIVES), help="comma-separated collectives")
     p.add_argument("--sizes", default=None, help="message sizes, e.g. 1MiB,256MiB (default: the GPU or CPU plan's)")
@@ -174,7 +174,7 @@ def plan_from_arguments(args: argparse.Namespace, gpu: bool) -> Plan:
 class WorldSpec:
     """The ranks of a collectives run on this host: rank r runs on the r-th device."""
 
-    backend: str  # 'nccl' or 'gloo'
+    library: str  # the collective library: 'nccl' (RCCL on ROCm) or 'gloo'
     subjects: tuple[str, ...]  # each rank's device: 'GPU 3', or 'rank 1' on the CPU
     labels: tuple[str, ...]  # each rank as messages name it: 'rank 1 on GPU 3 (BDF 0000:c1:00.0)'
     visibility: tuple[tuple[str, str], ...] = ()  # set in every rank: the selected GPUs, in rank order

@@ -30,10 +30,9 @@ from rocm_validate.collectives.plan import (
     world_skip_reason,
 )
 from rocm_validate.core import options
-from rocm_validate.core.node import NodeFacts, gpu_ref, outer_visibility
+from rocm_validate.core.node_facts import NodeFacts, gpu_ref, outer_visibility
 from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import RunState, run_state
-from rocm_validate.errors import UsageError
 from rocm_validate.results.plots import BYTES_KEY, COLLECTIVE_KEY
 from rocm_validate.results.sizes import size_label
 
@@ -41,6 +40,21 @@ if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
 
 MAX_CPU_RANKS = 16
+CPU_RANKS = options.OptionSpec(
+    "--rocm-cpu-ranks",
+    "rocm_cpu_ranks",
+    "ROCM_VALIDATE_CPU_RANKS",
+    "world size of the collectives suite on the CPU: gloo ranks on this host (default 2)",
+    "N",
+)
+COLLECTIVE_TIMEOUT = options.OptionSpec(
+    "--rocm-collective-timeout",
+    "rocm_collective_timeout",
+    "ROCM_VALIDATE_COLLECTIVE_TIMEOUT",
+    "seconds a collective may wait for its peers before the rank that is missing is named and the group "
+    "is ended (default 60 on GPUs, 20 on the CPU)",
+    "SECONDS",
+)
 
 
 @dataclass(frozen=True)
@@ -52,32 +66,25 @@ class CollectiveSettings:
 SETTINGS_KEY = pytest.StashKey[CollectiveSettings]()
 
 
-def parse_ranks(value: str, source: str = options.CPU_RANKS.flag) -> int:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_spec(parser, CPU_RANKS)
+    options.add_spec(parser, COLLECTIVE_TIMEOUT)
+
+
+def parse_ranks(value: str, source: str = CPU_RANKS.flag) -> int:
     """'2' -> 2: a whole number of gloo ranks, 2 to 16 (a group needs two)."""
-    if not value.strip().isdigit() or not 2 <= int(value) <= MAX_CPU_RANKS:
-        raise UsageError(
-            f"{source}={value!r}: expected a whole number of ranks from 2 to {MAX_CPU_RANKS}, e.g. {options.CPU_RANKS.flag}=2"
-        )
-    return int(value)
+    return options.whole_number(value, source, "ranks", f"{CPU_RANKS.flag}=2", low=2, high=MAX_CPU_RANKS)
 
 
-def parse_timeout(value: str, source: str = options.COLLECTIVE_TIMEOUT.flag) -> float:
+def parse_timeout(value: str, source: str = COLLECTIVE_TIMEOUT.flag) -> float:
     """'30' -> 30.0 seconds, more than 0."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not seconds > 0:
-        raise UsageError(
-            f"{source}={value!r}: expected a number of seconds above 0, e.g. {options.COLLECTIVE_TIMEOUT.flag}=60"
-        )
-    return seconds
+    return options.positive_number(value, source, "seconds", f"{COLLECTIVE_TIMEOUT.flag}=60")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = CollectiveSettings(
-        cpu_ranks=options.parse_or_default(config, options.CPU_RANKS, parse_ranks, DEFAULT_CPU_RANKS),
-        timeout_s=options.parse_or_default(config, options.COLLECTIVE_TIMEOUT, parse_timeout, None),
+        cpu_ranks=options.parse_or_default(config, CPU_RANKS, parse_ranks, DEFAULT_CPU_RANKS),
+        timeout_s=options.parse_or_default(config, COLLECTIVE_TIMEOUT, parse_timeout, None),
     )
 
 
@@ -129,7 +136,7 @@ class CollectiveRun:
             COLLECTIVE_KEY: step.op,
             BYTES_KEY: step.nbytes,
             "world": step.world,
-            "backend": self.world.backend,
+            "library": self.world.library,
             "algbw_gbps": step.algbw,
             "seconds": list(step.seconds),
         }
@@ -140,7 +147,7 @@ def collective_world(pytestconfig: pytest.Config) -> WorldSpec:
     """The ranks this run's devices make; skips (need vs found) when they make no group."""
     world, reason = world_for(run_state(pytestconfig), pytestconfig.stash[SETTINGS_KEY])
     if world is None:
-        pytest.skip(reason)
+        pytest.skip(reason or "the selected devices make no collectives group")
     return world
 
 
@@ -148,7 +155,7 @@ def collective_world(pytestconfig: pytest.Config) -> WorldSpec:
 def collective_plan(pytestconfig: pytest.Config, collective_world: WorldSpec) -> Plan:
     """What the world runs: the GPU or CPU plan, with --rocm-collective-timeout."""
     timeout_s = pytestconfig.stash[SETTINGS_KEY].timeout_s
-    base = plan_for(collective_world.backend, collective_world.size)
+    base = plan_for(collective_world.library, collective_world.size)
     return base if timeout_s is None else replace(base, timeout_s=timeout_s)
 
 

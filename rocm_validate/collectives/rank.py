@@ -182,8 +182,8 @@ def _world_from_env(env: Mapping[str, str]) -> tuple[int, int, int, str, int]:
     return rank, int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", rank)), env["MASTER_ADDR"], int(env["MASTER_PORT"])
 
 
-def _device(backend: str, local_rank: int) -> torch.device:
-    if backend == "gloo":
+def _device(library: str, local_rank: int) -> torch.device:
+    if library == "gloo":
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ValueError("--backend nccl needs a GPU, and torch sees none (torch.cuda.is_available() is False)")
@@ -220,7 +220,7 @@ def _rank_label(result: Mapping[str, Any] | None, rank: int) -> str:
     return f"rank {rank} ({where})"
 
 
-def verdict(out: str, rank: int, store: Any, prefix: str, world: int, backend: str, timeout_s: float) -> int:
+def verdict(out: str, rank: int, store: Any, prefix: str, world: int, library: str, timeout_s: float) -> int:
     """With --out (torchrun): every rank reads every rank's results and exits with the world's
     verdict, 0 or 1, so torchrun fails (or passes) the job on every node alike instead of leaving
     the nodes whose ranks passed waiting at its exit barrier; rank 0 writes the report and prints
@@ -230,7 +230,7 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, backend: s
     from rocm_validate.results import jsonfile
 
     results, notes = gather(store, prefix, world, timeout_s)
-    outcome = summarize(results, [_rank_label(r, i) for i, r in enumerate(results)], backend, notes)
+    outcome = summarize(results, [_rank_label(r, i) for i, r in enumerate(results)], library, notes)
     if rank == 0:
         jsonfile.write_json(Path(out), outcome.to_dict(), REPORT_SCHEMA)
         print("\n".join(outcome.table()))
@@ -243,15 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     env = os.environ
     try:
         rank, world, local_rank, address, port = _world_from_env(env)
-        backend = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
-        plan = plan_from_arguments(args, backend == "nccl")
-        device = _device(backend, local_rank)
+        library = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
+        plan = plan_from_arguments(args, library == "nccl")
+        device = _device(library, local_rank)
     except ValueError as exc:
         print(f"rocm-validate collectives: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         dist.init_process_group(
-            backend, init_method="env://", rank=rank, world_size=world, timeout=timedelta(seconds=plan.timeout_s)
+            library, init_method="env://", rank=rank, world_size=world, timeout=timedelta(seconds=plan.timeout_s)
         )
         store = dist.TCPStore(address, port, is_master=False, timeout=timedelta(seconds=plan.timeout_s))
     except Exception as exc:
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         "local_rank": local_rank,
         "host": socket.gethostname(),
         "device": str(device),
-        "backend": backend,
+        "backend": library,
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             facts["uuid"] = str(props.uuid)
     result = Rank(plan, rank, world, device, store, prefix).run(facts)
     store.set(result_key(prefix, rank), json.dumps(result))
-    code = verdict(args.out, rank, store, prefix, world, backend, plan.timeout_s) if args.out else 0
+    code = verdict(args.out, rank, store, prefix, world, library, plan.timeout_s) if args.out else 0
     sys.stdout.flush()
     if result["error"]:
         os._exit(code)  # a broken group can hang in teardown; this rank's result is already published

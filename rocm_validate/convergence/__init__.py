@@ -1,3 +1,3 @@
-"""The convergence suite: plugin (options, fixtures, progress), mlperf (MLLOG files and
-mlperf-logging's RCP checker), check (the convergence gate and the mini-BERT check), minibert
-(the built-in RCP benchmark), rcps (its reference convergence points)."""
+"""The convergence suite: plugin (its options, fixtures, progress, the RCP record command), mlperf
+(MLLOG files and mlperf-logging's RCP checker), check (the convergence gate and the mini-BERT
+check), minibert (the built-in RCP benchmark), rcps (its reference convergence points)."""

@@ -11,6 +11,7 @@ the checker's "Max Speedup". Both bounds are the checker's numbers; none is comp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rocm_validate.convergence.mlperf import RunSetScore
 from rocm_validate.core.requirements import fp8_skip_reason
 from rocm_validate.errors import ReferenceFailed
+from rocm_validate.results.metrics import Verdict
 
 if TYPE_CHECKING:
     from rocm_validate.convergence.minibert import (
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from rocm_validate.convergence.rcps import StoredRcp
     from rocm_validate.platform.devices import DeviceInfo
 
-VERDICTS = ("pass", "too-fast", "too-slow", "not-converged", "no-verdict")
+VERDICTS = (Verdict.PASS, Verdict.TOO_FAST, Verdict.TOO_SLOW, Verdict.NOT_CONVERGED, Verdict.NO_VERDICT)
 OLYMPIC_DROPS = 1  # runs olympic scoring may lose (BERT): a second unconverged run fails the set
 
 
@@ -38,7 +40,7 @@ class ConvergenceVerdict:
     """How one candidate's run set compares with the reference convergence points."""
 
     candidate: str
-    verdict: str  # one of VERDICTS
+    verdict: Verdict  # one of VERDICTS
     message: str
     samples: tuple[int | None, ...]  # per seed; None for a run that did not converge
     olympic_mean_samples: float | None
@@ -52,7 +54,7 @@ class ConvergenceVerdict:
 
     @property
     def passed(self) -> bool:
-        return self.verdict == "pass"
+        return self.verdict == Verdict.PASS
 
     @property
     def ratio(self) -> float | None:
@@ -85,28 +87,28 @@ def judge(candidate: str, score: RunSetScore, rescore_command: str) -> Convergen
     unconverged = samples.count(None)
     spread = _describe_samples(samples)
     if unconverged > OLYMPIC_DROPS or score.rcp.message == "Insufficient convergence" or observed is None:
-        verdict = "not-converged"
+        verdict = Verdict.NOT_CONVERGED
         detail = f"{unconverged} of {len(samples)} runs did not reach the target (olympic scoring drops at most {OLYMPIC_DROPS})"
     elif not score.rcp.passed and fastest is not None and observed < fastest:
-        verdict = "too-fast"
+        verdict = Verdict.TOO_FAST
         detail = (
             f"olympic mean {observed:,.0f} samples is below the fastest mean the RCPs allow, {fastest:,.0f} "
             f"(RCP mean {mean:,.0f}): suspiciously fast convergence, e.g. labels leaking into the inputs"
         )
     elif not score.rcp.passed:
-        verdict = "no-verdict"
+        verdict = Verdict.NO_VERDICT
         detail = f"MLPerf's RCP checker failed the set: {score.rcp.message}"
     elif slowest is not None and observed > slowest:
-        verdict = "too-slow"
+        verdict = Verdict.TOO_SLOW
         detail = (
             f"olympic mean {observed:,.0f} samples is above the slowest mean the gate allows, {slowest:,.0f} "
             f"(RCP mean {mean:,.0f} x max speedup {record['max_speedup']:.4f}): converges worse than the reference"
         )
     else:
-        verdict = "pass"
+        verdict = Verdict.PASS
         detail = f"olympic mean {observed:,.0f} samples, RCP mean {mean:,.0f} ({score.rcp.message})"
     message = "; ".join([f"{candidate}: {verdict}: {detail}", f"samples per seed: {spread}", *score.messages])
-    if verdict != "pass":
+    if verdict != Verdict.PASS:
         message += f"; inspect the runs with: {rescore_command}"
     return ConvergenceVerdict(
         candidate=candidate,
@@ -167,22 +169,25 @@ class MiniBertCheck:
     device: DeviceInfo
     torch_device: Any
     rcp_file: Path
-    record_command: str
+    record_command: str  # records this device's RCPs (named when they are missing or stale)
     seeds: int
     workdir: Path
     ruleset: str
     progress: Progress
-    accept_regressions: bool = False  # --rocm-accept-regressions: record RCPs the stored ones would fail
+    # Why new reference runs that fail the stored RCPs must not replace them, or None when
+    # --rocm-accept-regressions lets them (rocm_validate.core.commands.Commands.refusal).
+    refusal: Callable[[str], str | None]
 
     @property
-    def platform(self) -> str:
+    def system(self) -> str:
+        """The system trained on, as MLLOG's submission_platform and the RCPs' Platform name it."""
         where = f"{self.device.name} ({self.device.arch})" if self.device.is_gpu else f"CPU {self.device.name}"
         return f"{where}, torch {self.device.torch_version}"
 
     def _trainer(self, candidate: Candidate) -> Trainer:
         from rocm_validate.convergence.minibert import Trainer
 
-        return Trainer(self.spec, candidate, self.torch_device, self.device.fp8_formats, self.platform, self.progress)
+        return Trainer(self.spec, candidate, self.torch_device, self.device.fp8_formats, self.system, self.progress)
 
     def skip_reason(self, candidate: Candidate) -> str | None:
         return candidate_skip_reason(candidate, self.device)
@@ -233,7 +238,7 @@ class MiniBertCheck:
                 f"test accepts no speed-up at all; RCPs not written to {self.rcp_file}"
             )
         previous = self._refuse_a_regression(self.workdir / "reference-rcp")
-        write_rcp(self.rcp_file, build_rcp(self.spec, samples, creator, when, self.platform))
+        write_rcp(self.rcp_file, build_rcp(self.spec, samples, creator, when, self.system))
         return RecordedRcp(self.rcp_file, samples, sum(r.seconds for r in runs), previous)
 
     def _refuse_a_regression(self, folder: Path) -> float | None:
@@ -246,14 +251,14 @@ class MiniBertCheck:
         except RcpUnavailable:
             return None  # nothing recorded for this definition yet: nothing to regress from
         previous = sum(stored.samples) / len(stored.samples)
-        if self.accept_regressions:
-            return previous
         verdict = check_run_set("reference", folder, stored.path, self.ruleset)
+        refused = None
         if not verdict.passed:
-            raise ReferenceFailed(
-                f"not written: the new reference runs fail the RCPs in force, {stored.path} ({verdict.verdict}: "
-                f"olympic mean {verdict.olympic_mean_samples or 0:,.0f} samples vs the RCP mean {previous:,.0f}); "
-                f"the stored RCPs are kept. If the stack really converges differently now, record them with: "
-                f"{self.record_command} --rocm-accept-regressions"
+            refused = self.refusal(
+                f"the new reference runs fail the RCPs in force, {stored.path} ({verdict.verdict}: olympic mean "
+                f"{verdict.olympic_mean_samples or 0:,.0f} samples vs the RCP mean {previous:,.0f}); the stored "
+                f"RCPs are kept"
             )
+        if refused is not None:
+            raise ReferenceFailed(refused)
         return previous

@@ -267,7 +267,8 @@ def build_bert(spec: MiniBertSpec, seed: int) -> torch.nn.Module:
     """transformers' BertForMaskedLM at this spec's size, initialised from `seed` on the CPU."""
     from transformers import BertConfig, BertForMaskedLM
 
-    config = BertConfig(
+    make_config: Any = BertConfig  # Any: its typed signature leaves out attn_implementation
+    config = make_config(
         vocab_size=spec.corpus.vocab_size,
         hidden_size=spec.hidden_size,
         num_hidden_layers=spec.layers,
@@ -290,7 +291,7 @@ class MaskedLM(torch.nn.Module):
 
     def __init__(self, bert: torch.nn.Module) -> None:
         super().__init__()
-        self.bert = bert
+        self.bert: Any = bert  # transformers' BertForMaskedLM: its .bert and .cls
 
     def forward(self, inputs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         hidden = self.bert.bert(input_ids=inputs).last_hidden_state
@@ -380,14 +381,14 @@ class Trainer:
         candidate: Candidate,
         device: torch.device,
         fp8_formats: tuple[str, ...] = (),
-        platform: str = "",
+        system: str = "",  # MLLOG's submission_platform: the device and stack trained on
         progress: Progress = _no_progress,
     ) -> None:
         self.spec = spec
         self.candidate = candidate
         self.device = device
         self.fp8_formats = fp8_formats
-        self.platform = platform
+        self.system = system
         self.progress = progress
         self.corpus = generate_corpus(spec.corpus)
         self.held_out = self.corpus.held_out.to(device)
@@ -425,7 +426,7 @@ class Trainer:
 
     def _optimizer(self, module: MaskedLM) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
         spec = self.spec
-        implementation = {"fused": True} if self.candidate.fused_optimizer else {"foreach": False}
+        implementation: dict[str, Any] = {"fused": True} if self.candidate.fused_optimizer else {"foreach": False}
         optimizer = torch.optim.AdamW(
             module.parameters(),
             lr=spec.learning_rate * self.candidate.lr_scale,
@@ -529,7 +530,7 @@ class Trainer:
             ("submission_benchmark", BENCHMARK),
             ("submission_division", "open"),
             ("submission_org", "rocm-validate"),
-            ("submission_platform", self.platform or str(self.device)),
+            ("submission_platform", self.system or str(self.device)),
             ("submission_status", "research"),
             ("seed", seed),
             ("global_batch_size", spec.batch_size),

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.core.options import DEFAULT_RULESET
 from rocm_validate.errors import JsonFileError, MlperfError
 
+DEFAULT_RULESET = "5.0.0"  # MLPerf training ruleset of the RCP check
 TOKEN = ":::MLLOG "
 USAGE = "training"
 RESULT_GLOB = "result_*.txt"
@@ -465,7 +465,7 @@ def score_run_set(
         benchmark, batch, blockers = _set_identity(runs)
         required = rcp_checker.submission_runs.get(USAGE, {}).get(benchmark) if benchmark else None
         blockers += _checker_blockers(benchmark, ruleset, rcp_data, rcp_path, runs, rcp_checker)
-        if blockers:
+        if blockers or benchmark is None:  # no benchmark line is a blocker already
             verdict = RcpVerdict(False, "; ".join(blockers), None)
         else:
             verdict = _run_checker(staged, ruleset, use_train_samples, rcp_path, benchmark, batch, rcp_checker)

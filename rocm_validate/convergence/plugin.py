@@ -7,7 +7,7 @@ training and scoring are imported inside the fixtures that need them.
 from __future__ import annotations
 
 import contextlib
-import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,14 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from rocm_validate.convergence import mlperf
-from rocm_validate.core.options import (
-    DEFAULT_RULESET,
-    RCP_FILE,
-    RESULTS,
-    RULESET,
-    SEEDS,
-    parse_or_default,
-)
+from rocm_validate.core import options
+from rocm_validate.core.commands import Commands
 from rocm_validate.core.requirements import not_validated
 from rocm_validate.core.session import is_xdist_worker, run_state
 from rocm_validate.errors import MlperfError, UsageError
@@ -34,6 +28,34 @@ if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
 
 RECORD_TEST = "test_reference_records_convergence_points"
+RESULTS = options.OptionSpec(
+    "--rocm-mlperf-results",
+    "rocm_mlperf_results",
+    "ROCM_VALIDATE_MLPERF_RESULTS",
+    "folder of MLPerf result_*.txt files (MLLOG) that the convergence suite scores and RCP-checks",
+    "DIR",
+)
+RULESET = options.OptionSpec(
+    "--rocm-ruleset",
+    "rocm_ruleset",
+    "ROCM_VALIDATE_RULESET",
+    f"MLPerf training ruleset of the RCP check and compliance rules (default: {mlperf.DEFAULT_RULESET})",
+    "X.Y.Z",
+)
+RCP_FILE = options.OptionSpec(
+    "--rocm-mlperf-rcp",
+    "rocm_mlperf_rcp",
+    "ROCM_VALIDATE_MLPERF_RCP",
+    "RCP file (mlperf-logging format) for --rocm-mlperf-results instead of mlperf-logging's packaged RCPs",
+    "FILE",
+)
+SEEDS = options.OptionSpec(
+    "--rocm-convergence-seeds",
+    "rocm_convergence_seeds",
+    "ROCM_VALIDATE_CONVERGENCE_SEEDS",
+    "mini-BERT runs per candidate (default: 10 on a GPU, as MLPerf BERT; 5 on the CPU); RCPs record twice as many",
+    "N",
+)
 
 
 @dataclass(frozen=True)
@@ -49,13 +71,18 @@ class ConvergenceSettings:
 SETTINGS_KEY = pytest.StashKey[ConvergenceSettings]()
 
 
-def _folder(value: str, source: str) -> Path:
-    folder = Path(value).expanduser().resolve()
-    if not folder.is_dir():
-        raise UsageError(f"{source}={value!r}: no such folder; expected a folder of MLPerf result_*.txt files")
-    if not mlperf.result_files(folder):
+def pytest_addoption(parser: pytest.Parser) -> None:
+    for spec in (RESULTS, RULESET, RCP_FILE, SEEDS):
+        options.add_spec(parser, spec)
+
+
+def _results_folder(config: pytest.Config) -> Path | None:
+    folder = options.existing_folder(config, RESULTS, "a folder of MLPerf result_*.txt files")
+    if folder is not None and not mlperf.result_files(folder):
+        value, source = options.raw_value(config, RESULTS)
         raise UsageError(
-            f"{source}={value!r}: the folder holds no result_*.txt files (MLPerf names each run's log result_<n>.txt)"
+            f"{options.source_name(source)}={value!r}: the folder holds no result_*.txt files (MLPerf names each "
+            f"run's log result_<n>.txt)"
         )
     return folder
 
@@ -68,8 +95,11 @@ def _ruleset(value: str, source: str) -> str:
     return value.strip()
 
 
-def _rcp_file(value: str, source: str) -> Path:
-    path = Path(value).expanduser().resolve()
+def _rcp_file(config: pytest.Config) -> Path | None:
+    value, source = options.raw_value(config, RCP_FILE)
+    if value is None:
+        return None
+    path = options.given_path(config, value, source)
     try:
         mlperf.load_rcp_file(path)
     except MlperfError as exc:
@@ -78,22 +108,17 @@ def _rcp_file(value: str, source: str) -> Path:
 
 
 def _seeds(value: str, source: str) -> int:
-    text = value.strip()
-    if not text.isdigit() or int(text) < 3:
-        raise UsageError(
-            f"{source}={value!r}: expected a whole number of seeds, at least 3 (olympic scoring drops two), e.g. 10"
-        )
-    return int(text)
+    return options.whole_number(value, source, "seeds", "10", low=3, why=" (olympic scoring drops two)")
 
 
 def resolve_settings(config: pytest.Config) -> ConvergenceSettings:
     """Read every convergence option once; raises UsageError on a bad value."""
     return ConvergenceSettings(
-        results_dir=parse_or_default(config, RESULTS, _folder, None),
+        results_dir=_results_folder(config),
         # only a ruleset asked for is checked: runs that never touch this suite need no mlperf-logging
-        ruleset=parse_or_default(config, RULESET, _ruleset, DEFAULT_RULESET),
-        rcp_file=parse_or_default(config, RCP_FILE, _rcp_file, None),
-        seeds=parse_or_default(config, SEEDS, _seeds, None),
+        ruleset=options.parse_or_default(config, RULESET, _ruleset, mlperf.DEFAULT_RULESET),
+        rcp_file=_rcp_file(config),
+        seeds=options.parse_or_default(config, SEEDS, _seeds, None),
     )
 
 
@@ -113,7 +138,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     device = state.device()
     try:
-        check_rcp_file(rcp_path(state.settings.baselines_dir, device.device_key), record_command(config, device))
+        check_rcp_file(rcp_path(state.settings.baselines_dir, device.device_key), rcp_commands(config, device)[0])
     except JsonFileError as exc:
         raise UsageError(str(exc)) from None
 
@@ -160,7 +185,7 @@ class ProgressLine:
     """
 
     def __init__(self, config: pytest.Config) -> None:
-        self._reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self._reporter: Any = config.pluginmanager.get_plugin("terminalreporter")
         self._capture = config.pluginmanager.get_plugin("capturemanager")
         self._silent = is_xdist_worker(config) or self._reporter is None
         self._fresh = True
@@ -181,22 +206,13 @@ class ProgressLine:
                 reporter.write_line(line)
 
 
-def record_command(config: pytest.Config, device: DeviceInfo) -> str:
-    """The command that records this device's mini-BERT RCPs."""
-    settings = run_state(config).settings
+def rcp_commands(config: pytest.Config, device: DeviceInfo) -> tuple[str, Callable[[str], str | None]]:
+    """The command that records this device's mini-BERT RCPs, and the refusal of a regression
+    while recording them (None when --rocm-accept-regressions lets it through)."""
     seeds = convergence_settings(config).seeds
-    words = [
-        "pytest",
-        "suites/convergence",
-        "--rocm-suite=convergence",
-        f"--rocm-device={'cpu' if not device.is_gpu else device.index}",
-        f"--rocm-baselines={settings.baselines_dir}",
-        *([f"{SEEDS.flag}={seeds}"] if seeds else []),
-        "--update-baselines",
-        "-k",
-        RECORD_TEST,
-    ]
-    return shlex.join(words)
+    words = ("suites/convergence", *([f"{SEEDS.flag}={seeds}"] if seeds else []), "-k", RECORD_TEST)
+    commands = Commands(run_state(config).settings, device)
+    return commands.record(["convergence"], *words), lambda finding: commands.refusal(finding, ["convergence"], *words)
 
 
 @pytest.fixture(scope="session")
@@ -215,17 +231,18 @@ def mini_bert(
         )
     settings = convergence_settings(pytestconfig)
     spec = preset_for(rocm_device.backend)
+    record_command, refusal = rcp_commands(pytestconfig, rocm_device)
     return MiniBertCheck(
         spec=spec,
         device=rocm_device,
         torch_device=torch_device,
         rcp_file=rcp_path(run_state(pytestconfig).settings.baselines_dir, rocm_device.device_key),
-        record_command=record_command(pytestconfig, rocm_device),
+        record_command=record_command,
         seeds=settings.seeds or spec.seeds,
         workdir=tmp_path_factory.mktemp("mini-bert"),
         ruleset=settings.ruleset,
         progress=ProgressLine(pytestconfig),
-        accept_regressions=run_state(pytestconfig).settings.accept_regressions,
+        refusal=refusal,
     )
 
 

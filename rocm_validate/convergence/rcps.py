@@ -61,14 +61,14 @@ def rcp_path(baselines_dir: Path, device_key: str) -> Path:
     return baselines_dir / FOLDER / f"{device_key}.json"
 
 
-def build_rcp(spec: MiniBertSpec, samples: Sequence[int], creator: str, when: str, platform: str) -> dict[str, Any]:
+def build_rcp(spec: MiniBertSpec, samples: Sequence[int], creator: str, when: str, system: str) -> dict[str, Any]:
     """The RCP file content for reference runs that converged after `samples` samples each."""
     return {
         f"{BENCHMARK}_ref_{spec.batch_size}": {
             "Benchmark": BENCHMARK,
             "Creator": creator,
             "When": when,
-            "Platform": platform,
+            "Platform": system,
             "BS": spec.batch_size,
             "Hyperparams": spec.hyperparameters(),
             "Epochs to converge": [int(s) for s in samples],
@@ -88,7 +88,7 @@ class StoredRcp:
     path: Path
     batch_size: int
     samples: tuple[int, ...]
-    platform: str
+    system: str  # the RCP file's Platform: where the reference ran
     when: str
 
 

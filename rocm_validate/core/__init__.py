@@ -1,8 +1,13 @@
 """The pytest machinery every suite shares, torch-free at import.
 
-options (every suite's options, resolved once), session (run state in config.stash), selection
-(which suite a test belongs to), requirements (markers and every need-vs-found skip reason),
-fixtures (rocm_device, torch_device, model_builder, record_rocm_metric), oom (the one
-out-of-memory path), header (what the run validates and how to repeat it), collector (outcomes
-and metrics into the table and the JSON report), hookspec (the hooks other plugins implement).
+options (the option machinery every suite plugin uses, typed parsers, the run-wide settings),
+suites (the suites, and which suite a test belongs to), levels (test levels, budgets, timeouts),
+session (run state in config.stash), commands (every command a run prints), requirements
+(markers and every need-vs-found skip reason), fixtures (rocm_device, torch_device,
+model_builder, record_rocm_metric), oom (the one out-of-memory path), watchdog (ends a plain run
+stuck in native code), header (what the run validates and how to repeat it), collector (outcomes
+and metrics into the table and the JSON report), categorize (each failure's triage category),
+hookspec (the hooks other plugins implement), node and node_facts (whole-node runs: the wiring,
+and the facts handed to each worker), pinning (which visibility variable pins a process),
+scheduling (the pytest-xdist scheduler of a node run).
 """

@@ -25,7 +25,7 @@ from rocm_validate.results.triage import (
 _CHAIN_LIMIT = 8  # causes followed; a loop or a very long chain says nothing more
 
 
-class CategorizedFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+class CategorizedFailure(pytest.fail.Exception):  # type: ignore[name-defined]  # pytest's documented alias of Failed
     """A failure whose category the check itself knows (a planted cause, a preflight finding)."""
 
     __module__ = "builtins"  # as pytest's own Failed: the summary reads 'CategorizedFailure: <message>'

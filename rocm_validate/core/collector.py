@@ -17,9 +17,8 @@ import pytest
 from rocm_validate.core import node
 from rocm_validate.core.categorize import category_property, facts_of
 from rocm_validate.core.levels import describe_time_used
-from rocm_validate.core.options import NODE_WIDE_SUITES
-from rocm_validate.core.selection import suite_of_nodeid
 from rocm_validate.core.session import RunState, is_xdist_worker
+from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
     PROPERTY_PREFIX,
@@ -122,7 +121,8 @@ class ResultCollector:
         a person can read per metric instead of the JSON that carried it here."""
         properties = dict((n, v) for n, v in report.user_properties if isinstance(n, str))
         config = self.state.config
-        suite = properties.get("rocm_suite") or suite_of_nodeid(report.nodeid, config.rootpath)
+        marked = properties.get("rocm_suite")
+        suite = str(marked) if marked else suite_of_nodeid(report.nodeid, config.rootpath)
         gpu = None if suite in NODE_WIDE_SUITES else node.report_gpu(report, self.state)
         fresh = TestResult(report.nodeid, suite=suite, gpu=gpu)
         result = self.state.results.setdefault(fresh.title, fresh)
@@ -252,6 +252,7 @@ class ResultCollector:
             node=node_section,
             peers=[f.to_dict() for f in self.peers],
         )
+        assert self.state.settings.report_path is not None  # only called when a report was asked for
         jsonfile.write_json(self.state.settings.report_path, report, REPORT_SCHEMA)
         self.state.report_written = True
 

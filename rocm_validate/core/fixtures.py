@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from rocm_validate.core.session import PENDING_METRICS_KEY, SUITE_KEY, run_state
+from rocm_validate.results.metrics import Verdict
 
 if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
@@ -78,9 +79,9 @@ class MetricRecorder:
         __tracebackhide__ = True
         metric = self.build(name, value, unit, better, **details)
         if not math.isfinite(metric.value):
-            metric = metric.with_verdict("invalid", f"measured {metric.value}: the measurement itself failed")
+            metric = metric.with_verdict(Verdict.INVALID, f"measured {metric.value}: the measurement itself failed")
         self.add(metric)
-        if metric.verdict == "invalid":
+        if metric.verdict == Verdict.INVALID:
             pytest.fail(f"metric {name} is {value}: the measurement produced no finite number", pytrace=False)
         return metric
 

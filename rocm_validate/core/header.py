@@ -3,29 +3,12 @@ repeats it (as pytest-randomly prints the seed to rerun with)."""
 
 from __future__ import annotations
 
-import shlex
-
 from rocm_validate import __version__
+from rocm_validate.core.commands import Commands
 from rocm_validate.core.levels import describe_budget
 from rocm_validate.core.options import Settings
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.report import device_summary, stack_summary
-
-
-def rerun_command(settings: Settings, device: DeviceInfo | None) -> str:
-    """The command line that repeats this run's choices."""
-    words = ["pytest", f"--rocm-suite={','.join(sorted(settings.suites))}"]
-    chosen = None if settings.device is None else settings.device_argument()
-    if chosen is None and device is not None:
-        chosen = "cpu" if not device.is_gpu else device.index
-    if chosen is not None:
-        words.append(f"--rocm-device={chosen}")
-    words.append(f"--rocm-baselines={settings.baselines_dir}")
-    if settings.level != "standard":
-        words.append(f"--rocm-level={settings.level}")
-    if settings.strict:
-        words.append("--rocm-strict")
-    return shlex.join(words)
 
 
 def header_lines(settings: Settings, device: DeviceInfo | None) -> list[str]:
@@ -42,5 +25,5 @@ def header_lines(settings: Settings, device: DeviceInfo | None) -> list[str]:
         if device.errors:
             lines.append(f"rocm-validate probes that failed: {'; '.join(device.errors)}")
         lines.append(f"rocm-validate level {describe_budget(settings.level, device.is_gpu, settings.timeout_s)}")
-        lines.append(f"rocm-validate rerun: {rerun_command(settings, device)}")
+        lines.append(f"rocm-validate rerun: {Commands(settings, device).repeat()}")
     return lines

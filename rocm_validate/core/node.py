@@ -24,88 +24,22 @@ How the pieces fit:
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from rocm_validate.core.options import DEVICE, NODE_WIDE_SUITES, Settings
-from rocm_validate.core.pinning import Pinning, pin
-from rocm_validate.core.session import is_xdist_worker, run_state
-from rocm_validate.errors import DeviceError, UsageError
-from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
+from rocm_validate.core.node_facts import NODE_GPU_VARIABLE, NodeFacts, outer_visibility
+from rocm_validate.core.options import DEVICE, Settings
+from rocm_validate.core.session import RunState, is_xdist_worker, run_state
+from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
+from rocm_validate.errors import UsageError
 from rocm_validate.results.metrics import GpuRef
 
-if TYPE_CHECKING:
-    from rocm_validate.core.session import RunState
-
-NODE_GPU_VARIABLE = "ROCM_VALIDATE_NODE_GPU"  # set in each pinned worker: its GPU's index on the node
 WORKERINPUT_KEY = "rocm_validate_node"
-DISCOVERY_TIMEOUT_S = 300  # vendor tools on a 64-partition node are slow; a hung driver is not
-_DISCOVERY_MARK = "rocm-validate-devices:"
-_DISCOVER = (
-    "import json\n"
-    "from rocm_validate.platform.devices import discover_devices\n"
-    f"print({_DISCOVERY_MARK!r} + json.dumps([d.to_dict() for d in discover_devices()]))\n"
-)
 _XDIST_INSTALL = "pip install pytest-xdist (or pip install -e '.[test]')"
 # Set when this run distributes over pinned workers: the -n the user gave, or None.
 REQUESTED_WORKERS_KEY = pytest.StashKey["int | None"]()
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    """A whole-node run as the controller set it up: the devices (GPUs, or the CPU once), the
-    visibility variables in force before any pinning, and in a worker the GPU it is pinned to."""
-
-    devices: tuple[DeviceInfo, ...]
-    outer_env: tuple[tuple[str, str], ...] = ()
-    gpu: int | None = None  # this worker's GPU index; None in the controller or for the CPU
-
-    @property
-    def backend(self) -> str:
-        return self.devices[0].backend
-
-    def pinning(self, gpus: tuple[int, ...]) -> Pinning:
-        """What a process must see to use exactly `gpus` (as indexed here)."""
-        return pin(self.backend, gpus, dict(self.outer_env))
-
-    def gpu_ref(self, index: int) -> GpuRef | None:
-        """The GPU with this index, as reports name it."""
-        device = next((d for d in self.devices if d.is_gpu and d.index == index), None)
-        return None if device is None else gpu_ref(device)
-
-    def worker_spec(self, device: DeviceInfo) -> str:
-        """The execnet spec of the worker that validates `device`: pinned to it on a GPU."""
-        if not device.is_gpu or device.index is None:
-            return "popen"
-        env = {**self.pinning((device.index,)).env(), NODE_GPU_VARIABLE: str(device.index)}
-        return "//".join(["popen", *(f"env:{name}={value}" for name, value in env.items())])
-
-    def to_workerinput(self, gpu: int | None) -> dict[str, Any]:
-        return {"devices": [d.to_dict() for d in self.devices], "outer_env": dict(self.outer_env), "gpu": gpu}
-
-    @classmethod
-    def from_workerinput(cls, data: Mapping[str, Any]) -> NodeFacts:
-        return cls(
-            tuple(DeviceInfo.from_dict(d) for d in data["devices"]),
-            tuple(sorted(dict(data.get("outer_env") or {}).items())),
-            data.get("gpu"),
-        )
-
-
-def gpu_ref(device: DeviceInfo) -> GpuRef:
-    return GpuRef(device.index if device.index is not None else -1, device.pci_bus_id, device.uuid, device.device_key)
-
-
-def outer_visibility(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The visibility variables of `env`, kept before a worker's own pinning replaces them."""
-    return tuple((name, env[name]) for name in VISIBILITY_VARIABLES if name in env)
 
 
 def needs_workers(settings: Settings) -> bool:
@@ -124,44 +58,6 @@ def worker_count_problem(requested: object, devices: int, selection: str) -> str
     )
 
 
-def pinned_device(devices: list[DeviceInfo], facts: NodeFacts) -> DeviceInfo:
-    """The GPU a pinned worker validates: the only one its runtime shows. Any other count means
-    the pinning did not take effect, which must stop the run rather than time the wrong GPU."""
-    gpus = [d for d in devices if d.is_gpu]
-    if len(gpus) == 1:
-        return gpus[0]
-    assert facts.gpu is not None
-    pinning = facts.pinning((facts.gpu,)).describe()
-    raise DeviceError(
-        f"the worker pinned to GPU {facts.gpu} ({pinning}) sees {len(gpus)} GPUs instead of 1: the visibility "
-        f"variable did not take effect (was the GPU runtime started before pytest, e.g. by sitecustomize?). "
-        f"Validate that GPU alone with {DEVICE.flag}={facts.gpu}"
-    )
-
-
-def discover_in_child(env: Mapping[str, str] | None = None, timeout_s: float = DISCOVERY_TIMEOUT_S) -> list[DeviceInfo]:
-    """Device discovery in a child process, so the calling process starts no GPU runtime."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _DISCOVER],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=dict(os.environ if env is None else env),
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise DeviceError(
-            f"device discovery did not finish in {timeout_s:g} s (a hung driver or vendor tool?); "
-            f"run `rocm-validate devices` to see which probe hangs"
-        ) from None
-    lines = [line for line in done.stdout.splitlines() if line.startswith(_DISCOVERY_MARK)]
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise DeviceError(f"device discovery failed in its child process (exit {done.returncode}): {tail}")
-    return [DeviceInfo.from_dict(d) for d in json.loads(lines[-1][len(_DISCOVERY_MARK) :])]
-
-
 # --- wiring, called from the plugin's hooks ------------------------------------------------------
 
 
@@ -173,7 +69,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> None:
         return
     if not needs_workers(settings) and not config.getoption("numprocesses", None):
         return
-    selection = settings.device_argument()
+    selection = settings.device.argument
     if not config.pluginmanager.hasplugin("xdist"):
         raise UsageError(
             f"{DEVICE.flag}={selection} runs one pytest-xdist worker per GPU; install it: {_XDIST_INSTALL}"
@@ -195,7 +91,7 @@ def start_controller(config: pytest.Config, state: RunState) -> None:
     if REQUESTED_WORKERS_KEY not in config.stash:
         return
     problem = worker_count_problem(
-        config.stash[REQUESTED_WORKERS_KEY], len(facts.devices), state.settings.device_argument()
+        config.stash[REQUESTED_WORKERS_KEY], len(facts.devices), state.settings.device.argument
     )
     if problem:
         raise UsageError(problem)
@@ -210,12 +106,11 @@ def worker_facts(config: pytest.Config) -> NodeFacts | None:
 
 def report_gpu(report: Any, state: RunState) -> GpuRef | None:
     """The GPU a report (from a worker, or xdist's report of a crashed one) belongs to."""
-    node = getattr(report, "node", None)
-    spec = getattr(getattr(node, "gateway", None), "spec", None)
-    value = (getattr(spec, "env", None) or {}).get(NODE_GPU_VARIABLE)
-    if value is None or state.node is None:
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    index = state.worker_gpus.get(str(getattr(gateway, "id", "")))
+    if index is None or state.node is None:
         return None
-    return state.node.gpu_ref(int(value))
+    return state.node.gpu_ref(index)
 
 
 def header_lines(state: RunState, workers: bool) -> list[str]:
@@ -226,8 +121,7 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
     devices = facts.devices
     if not devices[0].is_gpu:
         return [
-            f"rocm-validate node: {DEVICE.flag}={state.settings.device_argument()} found no GPU; "
-            "validating the CPU once"
+            f"rocm-validate node: {DEVICE.flag}={state.settings.device.argument} found no GPU; validating the CPU once"
         ]
     how = (
         "one pinned pytest-xdist worker each (--dist each)"
@@ -254,12 +148,15 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Controller: hand each worker the node's facts and its GPU."""
+    """Controller: note the GPU each worker (a replacement too) is pinned to, read once from its
+    spec, and hand the worker the node's facts and its GPU."""
     state = run_state(node.config)
     if state.node is None:
         return
     value = node.gateway.spec.env.get(NODE_GPU_VARIABLE)
-    node.workerinput[WORKERINPUT_KEY] = state.node.to_workerinput(None if value is None else int(value))
+    gpu = None if value is None else int(value)
+    state.worker_gpus[node.gateway.id] = gpu
+    node.workerinput[WORKERINPUT_KEY] = state.node.to_workerinput(gpu)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -269,14 +166,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if state.node is None or REQUESTED_WORKERS_KEY not in config.stash:
         return None
     from rocm_validate.core.scheduling import NodeScheduling
-    from rocm_validate.core.selection import suite_of_nodeid
 
     def node_wide(nodeid: str) -> bool:
         return suite_of_nodeid(nodeid, config.rootpath) in NODE_WIDE_SUITES
 
-    lead = str(state.node.devices[0].index)
+    lead = state.node.devices[0].index
 
     def is_lead(worker: Any) -> bool:
-        return worker.gateway.spec.env.get(NODE_GPU_VARIABLE, lead) == lead
+        return state.worker_gpus.get(worker.gateway.id) == lead
 
     return NodeScheduling(config, log, node_wide, is_lead)

@@ -1,13 +1,19 @@
-"""Command-line options, their ini twins and environment variables, resolved once into `Settings`.
+"""The option machinery every suite plugin uses, and the run-wide options resolved once into `Settings`.
 
-Precedence is command line > environment > ini > default, settled in `raw_value` alone.
-Every parser raises `UsageError` (rocm_validate.errors) naming the option, the bad value and the accepted forms.
+Each suite plugin owns its options: its `pytest_addoption` adds its `OptionSpec`s to the one
+rocm-validate group (`add_spec`), and its `pytest_configure` parses them once, with the typed
+parsers here, into that suite's settings. The run-wide options (suites, level, timeout,
+baselines, device, reports, strict, --update-baselines) are declared and parsed here.
+
+Precedence is command line > environment > ini > default, settled in `raw_value` alone. A
+relative path follows one rule (`given_path`): from the current directory on the command line
+and in the environment, from the ini file's folder in the ini file. Every parser raises
+`UsageError` (rocm_validate.errors) naming the option, the bad value and the accepted forms.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,16 +21,15 @@ from typing import TypeVar
 
 import pytest
 
+from rocm_validate.core import levels
+from rocm_validate.core.suites import SUITES, suites_named_by
 from rocm_validate.errors import UsageError
+from rocm_validate.platform.selection import DeviceSelection
 
-# In run order: preflight first (seconds long; a misconfigured host explains what follows).
-SUITES: tuple[str, ...] = ("preflight", "correctness", "perf", "convergence", "collectives")
-# Suites that measure the node as one group (every selected GPU together) rather than each GPU
-# on its own: in a pinned-worker run their tests run once, after every GPU's own tests.
-NODE_WIDE_SUITES: tuple[str, ...] = ("collectives",)
-# Suites whose metrics are gated against stored baselines (named in the command that records them).
-BASELINE_SUITES: tuple[str, ...] = ("perf", "collectives")
 GROUP = "rocm-validate"
+GROUP_DESCRIPTION = "rocm-validate: GPU stack validation"
+ENVIRONMENT = " (environment)"
+INI = " (ini)"
 
 T = TypeVar("T")
 
@@ -94,92 +99,13 @@ REPORT = OptionSpec(
     "write a JSON report (device, environment, per-test results and metrics) to this path",
     "PATH",
 )
-
-
-# --- preflight suite
-HOST_ROOT = OptionSpec(
-    "--rocm-host-root",
-    "rocm_host_root",
-    "ROCM_VALIDATE_HOST_ROOT",
-    "folder the preflight suite reads the host's /proc, /sys and /dev from (default: /; e.g. the host's root mounted into a container)",
-    "DIR",
-)
-
-# --- perf suite
-THRESHOLD_FORMS = (
-    "PATTERN [floor=FRACTION] [k=NUMBER] [cap=FRACTION] [clock_floor=FRACTION] [per_clock=yes|no] "
-    "[detect=FRACTION|none] [backend=rocm|cuda|cpu] [info=REASON]"
-)
-WINDOW = OptionSpec(
-    "--rocm-perf-window",
-    "rocm_perf_window",
-    "ROCM_VALIDATE_PERF_WINDOW",
-    "scale every perf measurement window by this factor (default 1; more is quieter and slower)",
-    "FACTOR",
-)
-BENCHMARK_JSON = OptionSpec(
-    "--rocm-benchmark-json",
-    None,
-    None,
-    "also write the perf metrics as pytest-benchmark JSON (for dashboards) to this path",
-    "PATH",
-)
-FLOORS = OptionSpec(
-    "--rocm-floors",
-    "rocm_floors",
-    "ROCM_VALIDATE_FLOORS",
-    "folder of floors of your own (<device-key>.json, the baselines' format), before the shipped table",
-    "DIR",
-)
-THRESHOLDS_INI = "rocm_perf_thresholds"
-
-# --- collectives suite
-CPU_RANKS = OptionSpec(
-    "--rocm-cpu-ranks",
-    "rocm_cpu_ranks",
-    "ROCM_VALIDATE_CPU_RANKS",
-    "world size of the collectives suite on the CPU: gloo ranks on this host (default 2)",
-    "N",
-)
-COLLECTIVE_TIMEOUT = OptionSpec(
-    "--rocm-collective-timeout",
-    "rocm_collective_timeout",
-    "ROCM_VALIDATE_COLLECTIVE_TIMEOUT",
-    "seconds a collective may wait for its peers before the rank that is missing is named and the group "
-    "is ended (default 60 on GPUs, 20 on the CPU)",
-    "SECONDS",
-)
-THRESHOLDS_HELP = f"per-metric gate thresholds, one rule a line: {THRESHOLD_FORMS}"
-
-# --- convergence suite
-DEFAULT_RULESET = "5.0.0"  # MLPerf training ruleset of the RCP check
-RESULTS = OptionSpec(
-    "--rocm-mlperf-results",
-    "rocm_mlperf_results",
-    "ROCM_VALIDATE_MLPERF_RESULTS",
-    "folder of MLPerf result_*.txt files (MLLOG) that the convergence suite scores and RCP-checks",
-    "DIR",
-)
-RULESET = OptionSpec(
-    "--rocm-ruleset",
-    "rocm_ruleset",
-    "ROCM_VALIDATE_RULESET",
-    f"MLPerf training ruleset of the RCP check and compliance rules (default: {DEFAULT_RULESET})",
-    "X.Y.Z",
-)
-RCP_FILE = OptionSpec(
-    "--rocm-mlperf-rcp",
-    "rocm_mlperf_rcp",
-    "ROCM_VALIDATE_MLPERF_RCP",
-    "RCP file (mlperf-logging format) for --rocm-mlperf-results instead of mlperf-logging's packaged RCPs",
-    "FILE",
-)
-SEEDS = OptionSpec(
-    "--rocm-convergence-seeds",
-    "rocm_convergence_seeds",
-    "ROCM_VALIDATE_CONVERGENCE_SEEDS",
-    "mini-BERT runs per candidate (default: 10 on a GPU, as MLPerf BERT; 5 on the CPU); RCPs record twice as many",
-    "N",
+UPDATE_FLAG = "--update-baselines"
+ACCEPT_FLAG = "--rocm-accept-regressions"
+STRICT_FLAG = "--rocm-strict"
+STRICT_INI = "rocm_strict"
+STRICT_HELP = (
+    "CI gating: a check that was not validated (no baseline, no RCP, a backend refusing a supported case) "
+    "fails instead of skipping"
 )
 
 
@@ -190,42 +116,19 @@ class Settings:
     suites: frozenset[str]
     update_baselines: bool
     baselines_dir: Path
-    device: int | str | tuple[int, ...] | None  # GPU index, "cpu", "all", a list of indices, or None for automatic
+    device: DeviceSelection
     report_path: Path | None
     strict: bool
     suite_given: bool  # --rocm-suite (or its env / ini twin) was set explicitly
-    device_source: str = "--rocm-device"  # the option or variable that chose the device
     accept_regressions: bool = False  # --rocm-accept-regressions: --update-baselines records regressions too
-    level: str = "standard"  # quick, standard or extended (core.levels)
+    level: str = levels.DEFAULT_LEVEL  # quick, standard or extended (core.levels)
     timeout_s: float | None = None  # --rocm-timeout: one per-test timeout for every test
-    baselines_given: str | None = None  # --rocm-baselines as the user wrote it, repeated in every hint
     summary_path: Path | None = None  # --rocm-summary: the markdown summary
 
     @property
     def node_run(self) -> bool:
         """--rocm-device=all or a list: every selected GPU validated, one pinned worker each."""
-        return is_node_selection(self.device)
-
-    def command(self, *words: str) -> str:
-        """A pytest command line for a hint, carrying the user's --rocm-baselines."""
-        given = [f"{BASELINES.flag}={self.baselines_given}"] if self.baselines_given else []
-        return shlex.join(["pytest", *words, *given])
-
-    @property
-    def update_command(self) -> str:
-        """The command that records this run's baselines: the perf suite's, or the collectives
-        suite's (with the devices it ran on) when that is what this run measures."""
-        suites = sorted(set(BASELINE_SUITES) & self.suites) or ["perf"]
-        devices = [f"{DEVICE.flag}={self.device_argument()}"] if self.node_run else []
-        return self.command(f"--rocm-suite={','.join(suites)}", *devices, "--update-baselines")
-
-    def device_argument(self) -> str:
-        """The --rocm-device value that reproduces this run's device choice."""
-        if self.device is None:
-            return "auto"
-        if isinstance(self.device, tuple):
-            return ",".join(str(index) for index in self.device)
-        return str(self.device)
+        return self.device.node_run
 
     def summary(self) -> dict[str, object]:
         """The settings as the JSON report records them."""
@@ -233,67 +136,26 @@ class Settings:
             "suites": sorted(self.suites),
             "update_baselines": self.update_baselines,
             "baselines_dir": str(self.baselines_dir),
-            "device": self.device_argument(),
+            "device": self.device.argument,
             "strict": self.strict,
             "level": self.level,
         }
 
 
+# --- the machinery every suite plugin uses ------------------------------------------------------
+
+
 def add_spec(parser: pytest.Parser, spec: OptionSpec) -> None:
     """Register one valued option in the rocm-validate group, and its ini twin if it has one."""
-    group = parser.getgroup(GROUP, "rocm-validate: GPU stack validation")
+    group = parser.getgroup(GROUP, GROUP_DESCRIPTION)
     group.addoption(spec.flag, action="store", default=None, metavar=spec.metavar, help=spec.help)
     if spec.ini:
         parser.addini(spec.ini, spec.help, default=None)
 
 
-def add_options(parser: pytest.Parser) -> None:
-    """Register every suite's options in the one rocm-validate group."""
-    for spec in (
-        SUITE,
-        LEVEL,
-        TIMEOUT,
-        BASELINES,
-        DEVICE,
-        REPORT,
-        SUMMARY,
-        HOST_ROOT,
-        WINDOW,
-        FLOORS,
-        BENCHMARK_JSON,
-        RESULTS,
-        RULESET,
-        RCP_FILE,
-        SEEDS,
-        CPU_RANKS,
-        COLLECTIVE_TIMEOUT,
-    ):
-        add_spec(parser, spec)
-    parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
-    group = parser.getgroup(GROUP)
-    group.addoption(
-        "--update-baselines",
-        action="store_true",
-        default=False,
-        help="record this run's measurements as the new baselines (only passing tests write)",
-    )
-    group.addoption(
-        "--rocm-accept-regressions",
-        action="store_true",
-        default=False,
-        help="with --update-baselines: also record measurements worse than their baseline (refused otherwise)",
-    )
-    group.addoption("--rocm-strict", action="store_true", default=None, help=STRICT_HELP)
-    parser.addini("rocm_strict", STRICT_HELP, type="bool", default=False)
-
-
-STRICT_HELP = (
-    "CI gating: a check that was not validated (no baseline, no RCP, a backend refusing a supported case) "
-    "fails instead of skipping"
-)
-# The shortest --rocm-perf-window: below it a window holds too few rounds to measure its own noise.
-MIN_WINDOW_FACTOR = 0.25
-MAX_WINDOW_FACTOR = 20.0
+def add_flag(parser: pytest.Parser, flag: str, help: str) -> None:
+    """Register an on/off option (no value) in the rocm-validate group."""
+    parser.getgroup(GROUP, GROUP_DESCRIPTION).addoption(flag, action="store_true", default=False, help=help)
 
 
 def raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str]:
@@ -302,104 +164,55 @@ def raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str]
     if value is not None:
         return str(value), spec.flag
     if spec.env and os.environ.get(spec.env):
-        return os.environ[spec.env], f"{spec.env} (environment)"
+        return os.environ[spec.env], spec.env + ENVIRONMENT
     if spec.ini:
         ini_value = config.getini(spec.ini)
         if ini_value:
-            return str(ini_value).strip(), f"{spec.ini} (ini)"
+            return str(ini_value).strip(), spec.ini + INI
     return spec.default, spec.flag
 
 
-def parse_suites(value: str, source: str = SUITE.flag) -> frozenset[str]:
-    """'perf,correctness' -> {'perf', 'correctness'}; 'all' -> every suite."""
-    names = [part.strip().lower() for part in value.split(",") if part.strip()]
-    if not names:
-        raise UsageError(f"{source}: expected a suite name, found an empty value; accepted: {_suite_forms()}")
-    unknown = [name for name in names if name != "all" and name not in SUITES]
-    if unknown:
-        raise UsageError(
-            f"{source}={value!r}: unknown suite {', '.join(repr(u) for u in unknown)}; accepted: {_suite_forms()}"
-        )
-    return frozenset(SUITES) if "all" in names else frozenset(names)
-
-
-def _suite_forms() -> str:
-    return ", ".join(SUITES) + ", all (comma-separated, e.g. --rocm-suite=correctness,perf)"
-
-
-def parse_level(value: str, source: str = LEVEL.flag) -> str:
-    from rocm_validate.core.levels import parse_level as level
-
-    try:
-        return level(value, source)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def parse_timeout(value: str, source: str = TIMEOUT.flag) -> float:
-    """'600' -> 600.0; a timeout must be a positive number of seconds."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not (seconds > 0 and seconds < float("inf")):
-        raise UsageError(f"{source}={value!r}: expected a positive number of seconds, e.g. {TIMEOUT.flag}=600")
-    return seconds
-
-
-_DEVICE_FORMS = "a GPU index (0, 1, ...), a comma list of indices (0,3,5), 'all', 'cpu' or 'auto'"
-
-
-def parse_device(value: str, source: str = DEVICE.flag) -> int | str | tuple[int, ...] | None:
-    """'0' -> 0, 'cpu' -> 'cpu', 'auto' -> None, 'all' -> 'all', '0,3,5' -> (0, 3, 5)."""
-    text = value.strip().lower()
-    if text in ("cpu", "auto", "all"):
-        return None if text == "auto" else text
-    if "," in text:
-        parts = [part.strip() for part in text.split(",")]
-        indices = [_gpu_index(part) for part in parts]
-        if any(index is None for index in indices):
-            bad = ", ".join(repr(p) for p, i in zip(parts, indices) if i is None)
-            raise UsageError(
-                f"{source}={value!r}: {bad} is not a GPU index; expected {_DEVICE_FORMS}, e.g. {DEVICE.flag}=0,1"
-            )
-        repeated = sorted({i for i in indices if indices.count(i) > 1})
-        if repeated:
-            raise UsageError(
-                f"{source}={value!r}: GPU {', '.join(map(str, repeated))} is listed twice; name each GPU once"
-            )
-        return tuple(i for i in indices if i is not None)
-    index = _gpu_index(text)
-    if index is not None:
-        return index
-    raise UsageError(f"{source}={value!r}: expected {_DEVICE_FORMS}, e.g. {DEVICE.flag}=0")
-
-
-def _gpu_index(text: str) -> int | None:
-    """'3', 'cuda:3', 'hip:3' -> 3; anything else -> None."""
-    for prefix in ("cuda:", "hip:", "rocm:"):
-        if text.startswith(prefix):
-            text = text[len(prefix) :]
-    return int(text) if text.isdigit() else None
-
-
-def is_node_selection(device: object) -> bool:
-    """Whether a parsed --rocm-device value selects a set of GPUs ('all' or a list)."""
-    return device == "all" or isinstance(device, tuple)
+def source_name(source: str) -> str:
+    """'ROCM_VALIDATE_DEVICE (environment)' -> 'ROCM_VALIDATE_DEVICE', as a message shows how to set it."""
+    return source.removesuffix(ENVIRONMENT).removesuffix(INI)
 
 
 def parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[str, str], T], default: T) -> T:
+    """The option parsed by `parse(value, source)`, or `default` when it is not set anywhere."""
     value, source = raw_value(config, spec)
     return default if value is None else parse(value, source)
 
 
-def output_file(config: pytest.Config, spec: OptionSpec, example: str) -> Path | None:
+def given_path(config: pytest.Config, value: str, source: str) -> Path:
+    """The one rule for a path an option names: a relative one is taken from the folder of the
+    ini file when the ini key gave it, else from the directory pytest was started in."""
+    if source.endswith(INI):
+        base = config.inipath.parent if config.inipath is not None else config.rootpath
+    else:
+        base = config.invocation_params.dir
+    return (base / Path(value).expanduser()).resolve()
+
+
+def existing_folder(config: pytest.Config, spec: OptionSpec, expected: str) -> Path | None:
+    """The folder an option names (None when unset); one that does not exist is a usage error
+    saying what was `expected` there ('a folder of <device-key>.json floors')."""
+    value, source = raw_value(config, spec)
+    if value is None:
+        return None
+    folder = given_path(config, value, source)
+    if not folder.is_dir():
+        found = f"{folder} is a file" if folder.exists() else f"no such folder ({folder})"
+        raise UsageError(f"{source_name(source)}={value!r}: {found}; expected {expected}")
+    return folder
+
+
+def writable_file(config: pytest.Config, spec: OptionSpec, example: str) -> Path | None:
     """The file a command-line option names for output, checked now so no measurement of the run
     is lost to a late write error: a folder, or a place that cannot be written, is a usage error."""
-    value = config.getoption(spec.flag)
+    value, source = raw_value(config, spec)
     if not value:
         return None
-    path = Path(value).expanduser().resolve()
+    path = given_path(config, value, source)
     if path.is_dir():
         raise UsageError(f"{spec.flag}={value!r} is a folder; expected a file path such as {example}")
     problem = writable_folder_problem(path.parent)
@@ -423,40 +236,109 @@ def writable_folder_problem(folder: Path) -> str | None:
     return None
 
 
-def _source_name(source: str) -> str:
-    """'ROCM_VALIDATE_DEVICE (environment)' -> 'ROCM_VALIDATE_DEVICE'."""
-    return source.removesuffix(" (environment)").removesuffix(" (ini)")
+def positive_number(
+    value: str,
+    source: str,
+    unit: str,
+    example: str,
+    within: tuple[float, float] | None = None,
+    why: str = "",
+) -> float:
+    """'600' -> 600.0: a positive finite number of `unit`, or one `within` (low, high) inclusive;
+    `why` explains the lower bound in the message."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if within is None:
+        if 0 < number < float("inf"):
+            return number
+        raise UsageError(f"{source}={value!r}: expected a positive number of {unit}, e.g. {example}")
+    low, high = within
+    if low <= number <= high:
+        return number
+    raise UsageError(f"{source}={value!r}: expected a {unit} from {low:g}{why} to {high:g}, e.g. {example}")
 
 
-def _baselines_dir(config: pytest.Config, update: bool) -> tuple[Path, str | None]:
-    """The baselines folder and the value the user gave. A given folder must exist (or, with
-    --update-baselines, is created and must be writable); a relative one is taken from the
-    current directory (from the ini file's folder for the ini key)."""
+def whole_number(
+    value: str, source: str, unit: str, example: str, low: int, high: int | None = None, why: str = ""
+) -> int:
+    """'10' -> 10: a whole number of `unit`, at least `low` (and at most `high` when given);
+    `why` explains the bounds in the message."""
+    text = value.strip()
+    if text.isdigit() and low <= int(text) and (high is None or int(text) <= high):
+        return int(text)
+    bounds = f" from {low} to {high}" if high is not None else f", at least {low}"
+    raise UsageError(f"{source}={value!r}: expected a whole number of {unit}{bounds}{why}, e.g. {example}")
+
+
+# --- the run-wide options ---------------------------------------------------------------------
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the run-wide options (each suite plugin adds its own to the same group)."""
+    for spec in (SUITE, LEVEL, TIMEOUT, BASELINES, DEVICE, REPORT, SUMMARY):
+        add_spec(parser, spec)
+    add_flag(parser, UPDATE_FLAG, "record this run's measurements as the new baselines (only passing tests write)")
+    add_flag(
+        parser,
+        ACCEPT_FLAG,
+        f"with {UPDATE_FLAG}: also record measurements worse than their baseline (refused otherwise)",
+    )
+    parser.getgroup(GROUP).addoption(STRICT_FLAG, action="store_true", default=None, help=STRICT_HELP)
+    parser.addini(STRICT_INI, STRICT_HELP, type="bool", default=False)
+
+
+def parse_suites(value: str, source: str = SUITE.flag) -> frozenset[str]:
+    """'perf,correctness' -> {'perf', 'correctness'}; 'all' -> every suite."""
+    names = [part.strip().lower() for part in value.split(",") if part.strip()]
+    if not names:
+        raise UsageError(f"{source}: expected a suite name, found an empty value; accepted: {_suite_forms()}")
+    unknown = [name for name in names if name != "all" and name not in SUITES]
+    if unknown:
+        raise UsageError(
+            f"{source}={value!r}: unknown suite {', '.join(repr(u) for u in unknown)}; accepted: {_suite_forms()}"
+        )
+    return frozenset(SUITES) if "all" in names else frozenset(names)
+
+
+def _suite_forms() -> str:
+    return ", ".join(SUITES) + ", all (comma-separated, e.g. --rocm-suite=correctness,perf)"
+
+
+def parse_level(value: str, source: str = LEVEL.flag) -> str:
+    try:
+        return levels.parse_level(value, source)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_timeout(value: str, source: str = TIMEOUT.flag) -> float:
+    """'600' -> 600.0; a timeout must be a positive number of seconds."""
+    return positive_number(value, source, "seconds", f"{TIMEOUT.flag}=600")
+
+
+def _baselines_dir(config: pytest.Config, update: bool) -> Path:
+    """The baselines folder: baselines/ at the rootdir, or the one given (by the one rule for
+    relative paths), which must exist or, with --update-baselines, is created and must be writable."""
     value, source = raw_value(config, BASELINES)
     if value is None:
-        return config.rootpath / "baselines", None
-    base = config.rootpath if source.endswith("(ini)") else config.invocation_params.dir
-    folder = (base / Path(value).expanduser()).resolve()
-    name = _source_name(source)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{name}={value!r}: {folder} is a file; expected a folder of <device-key>.json baselines")
-    if update:
-        problem = writable_folder_problem(folder)
-        if problem:
-            raise UsageError(f"{name}={value!r}: --update-baselines cannot write there: {problem}")
-    elif not folder.is_dir():
-        raise UsageError(
-            f"{name}={value!r}: no such folder ({folder}); give an existing folder of baselines, or record new ones "
-            f"there with --update-baselines"
-        )
-    return folder, value
+        return config.rootpath / "baselines"
+    if not update:
+        expected = f"a folder of <device-key>.json baselines, or record new ones there with {UPDATE_FLAG}"
+        folder = existing_folder(config, BASELINES, expected)
+        assert folder is not None
+        return folder
+    folder = given_path(config, value, source)
+    problem = f"{folder} is a file" if folder.is_file() else writable_folder_problem(folder)
+    if problem:
+        raise UsageError(f"{source_name(source)}={value!r}: {UPDATE_FLAG} cannot write there: {problem}")
+    return folder
 
 
 def _suites(config: pytest.Config) -> tuple[frozenset[str], bool]:
     """The selected suites and whether the user chose them. Without --rocm-suite (or its twins),
     the suites whose folders or tests were named on the command line, else correctness."""
-    from rocm_validate.core.selection import suites_named_by
-
     value, source = raw_value(config, SUITE)
     given = source != SUITE.flag or config.getoption(SUITE.flag) is not None
     if given:
@@ -469,27 +351,23 @@ def _suites(config: pytest.Config) -> tuple[frozenset[str], bool]:
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
-    """Read every core option once; raises UsageError on a bad value."""
+    """Read every run-wide option once; raises UsageError on a bad value."""
     suites, suite_given = _suites(config)
-    update = bool(config.getoption("--update-baselines"))
-    accept = bool(config.getoption("--rocm-accept-regressions"))
+    update = bool(config.getoption(UPDATE_FLAG))
+    accept = bool(config.getoption(ACCEPT_FLAG))
     if accept and not update:
-        raise UsageError("--rocm-accept-regressions only applies with --update-baselines; add --update-baselines")
-    baselines, baselines_given = _baselines_dir(config, update)
-    strict_flag = config.getoption("--rocm-strict")
-    _, device_source = raw_value(config, DEVICE)
+        raise UsageError(f"{ACCEPT_FLAG} only applies with {UPDATE_FLAG}; add {UPDATE_FLAG}")
+    strict_flag = config.getoption(STRICT_FLAG)
     return Settings(
         suites=suites,
         update_baselines=update,
-        baselines_dir=baselines,
-        device=parse_or_default(config, DEVICE, parse_device, None),
-        device_source=_source_name(device_source),
-        report_path=output_file(config, REPORT, "report.json"),
-        summary_path=output_file(config, SUMMARY, "summary.md"),
-        strict=bool(strict_flag) if strict_flag is not None else bool(config.getini("rocm_strict")),
+        baselines_dir=_baselines_dir(config, update),
+        device=parse_or_default(config, DEVICE, DeviceSelection.parse, DeviceSelection()),
+        report_path=writable_file(config, REPORT, "report.json"),
+        summary_path=writable_file(config, SUMMARY, "summary.md"),
+        strict=bool(strict_flag) if strict_flag is not None else bool(config.getini(STRICT_INI)),
         suite_given=suite_given,
         accept_regressions=accept,
-        baselines_given=baselines_given,
-        level=parse_or_default(config, LEVEL, parse_level, "standard"),
+        level=parse_or_default(config, LEVEL, parse_level, levels.DEFAULT_LEVEL),
         timeout_s=parse_or_default(config, TIMEOUT, parse_timeout, None),
     )

@@ -83,7 +83,7 @@ def pin(backend: str, gpus: Sequence[int], env: Mapping[str, str]) -> Pinning:
     if variable is None:
         return Pinning(chosen, None, None)
     name, entries = index_space(backend, env)
-    if entries is None:
+    if name is None or entries is None:  # no list in force (index_space gives both or neither)
         values = [str(index) for index in chosen]
     else:
         outside = [index for index in chosen if not 0 <= index < len(entries)]

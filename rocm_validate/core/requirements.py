@@ -21,6 +21,8 @@ from rocm_validate.platform.devices import DeviceInfo
 if TYPE_CHECKING:
     from rocm_validate.workloads.fp8_recipes import Fp8Recipe
 
+
+__all__ = ["MARKERS", "NotValidated", "not_validated"]
 MARKERS: dict[str, str] = {
     "rocm_suite(name)": "assign a test to a suite (preflight, correctness, perf, convergence) outside suites/<name>/",
     "rocm_level(level)": "the lowest level the test runs at: quick, standard (the default) or extended",
@@ -112,11 +114,11 @@ REQUIREMENT_MARKERS = ("requires_gpu", "requires_arch", "requires_fp8", "require
 # --- the checks' own needs -------------------------------------------------------------------
 
 
-def attention_skip_reason(backend: str, device: DeviceInfo) -> str | None:
-    """Why SDPA `backend` cannot be checked on `device`; None when it can."""
-    if backend in device.attention_backends:
+def attention_skip_reason(sdpa_kernel: str, device: DeviceInfo) -> str | None:
+    """Why SDPA kernel `sdpa_kernel` cannot be checked on `device`; None when it can."""
+    if sdpa_kernel in device.attention_backends:
         return None
-    return f"needs the {backend} SDPA backend, found {', '.join(device.attention_backends)} on {_describe(device)}"
+    return f"needs the {sdpa_kernel} SDPA backend, found {', '.join(device.attention_backends)} on {_describe(device)}"
 
 
 def blas_skip_reason(choice: str, device: DeviceInfo) -> str | None:
@@ -212,7 +214,7 @@ def refusal_skip_reason(what: str, refusal: BaseException) -> str:
     return f"needs {what}, found it refuses: {refusal}"
 
 
-class NotValidated(pytest.skip.Exception):
+class NotValidated(pytest.skip.Exception):  # type: ignore[name-defined]  # pytest's documented alias of Skipped
     """A skip that leaves a check this platform should support unvalidated: no baseline, no RCP,
     a backend or library refusing a case it supports. A skip normally; a failure under
     --rocm-strict. Platform limits (no GPU, another arch, no FP8, a library not installed) are

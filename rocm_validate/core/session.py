@@ -13,7 +13,7 @@ from rocm_validate.core.options import Settings
 from rocm_validate.errors import UsageError
 
 if TYPE_CHECKING:
-    from rocm_validate.core.node import NodeFacts
+    from rocm_validate.core.node_facts import NodeFacts
     from rocm_validate.platform.devices import DeviceInfo
     from rocm_validate.results.metrics import Metric
     from rocm_validate.results.report import TestResult
@@ -30,6 +30,7 @@ class RunState:
     started: float = field(default_factory=time.monotonic)  # for the time used against the level's budget
     summary_written: bool = False
     node: NodeFacts | None = None  # a whole-node run's devices (and, in a worker, its pinned GPU)
+    worker_gpus: dict[str, int | None] = field(default_factory=dict)  # controller: each xdist worker's GPU, by id
     _devices: list[DeviceInfo] | None = None
 
     def devices(self) -> list[DeviceInfo]:
@@ -38,7 +39,7 @@ class RunState:
         if self._devices is None:
             found = self.config.hook.pytest_rocm_discover_devices(config=self.config)
             if found is None and self.settings.node_run and not is_xdist_worker(self.config):
-                from rocm_validate.core.node import discover_in_child
+                from rocm_validate.core.node_facts import discover_in_child
 
                 found = discover_in_child()
             elif found is None:
@@ -57,12 +58,12 @@ class RunState:
     def device(self) -> DeviceInfo:
         """The device this run validates (--rocm-device); a missing index is a usage error. In a
         whole-node run: a pinned worker's own GPU, elsewhere the first selected device."""
-        from rocm_validate.platform.devices import select_device
+        from rocm_validate.platform.selection import select_device
 
         if not self.settings.node_run:
-            return select_device(self.devices(), self.settings.device, self.settings.device_source, os.environ)
+            return select_device(self.devices(), self.settings.device, os.environ)
         if self.node is not None and self.node.gpu is not None:
-            from rocm_validate.core.node import pinned_device
+            from rocm_validate.core.node_facts import pinned_device
 
             return pinned_device(self.devices(), self.node)
         return self.node_devices()[0]
@@ -74,10 +75,9 @@ class RunState:
             return list(self.node.devices)
         if not self.settings.node_run:
             return [self.device()]
-        from rocm_validate.platform.devices import select_devices
+        from rocm_validate.platform.selection import select_devices
 
-        assert isinstance(self.settings.device, (str, tuple))
-        return select_devices(self.devices(), self.settings.device, self.settings.device_source, os.environ)
+        return select_devices(self.devices(), self.settings.device, os.environ)
 
     def metrics(self) -> list[Metric]:
         """Every recorded metric, ordered by test id (then GPU) so xdist runs print the same table."""

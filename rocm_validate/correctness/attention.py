@@ -1,4 +1,4 @@
-"""scaled_dot_product_attention checks: one backend against the float64 math golden.
+"""scaled_dot_product_attention checks: one SDPA kernel against the float64 math golden.
 
 A case fixes shapes, dtype, mask and V's memory layout. Inputs and the upstream gradient are
 standard normal, as FlashAttention's own tests draw them: with PyTorch's uniform [0, 1) inputs the
@@ -6,10 +6,11 @@ attention is nearly uniform and grad_q is a small difference of large terms, so 
 grad_q error reaches 15 dB below the signal on an H100, too close to a halved gradient (6 dB) for any
 bound to tell them apart. PyTorch's fudge factors still bound each element (they were set on
 harder inputs); the norm bound and the SQNR floor catch a wrong gradient spread over the tensor.
-The candidate runs under `sdpa_kernel([backend])`; the low-precision reference is the math
-backend in the same dtype; the golden is computed in float64 from the definition. A backend that
-refuses a case raises `BackendRefused` with PyTorch's reasons (the test skips); a backend that
-runs and is wrong fails its comparison. The golden is attention's definition in float64, written
+An SDPA kernel ('flash', 'mem_efficient', 'cudnn', 'math': PyTorch's SDPBackend members) is named
+`sdpa_kernel` here. The candidate runs under `torch.nn.attention.sdpa_kernel([...])` restricted to
+it; the low-precision reference is the math kernel in the same dtype; the golden is computed in
+float64 from the definition. A kernel that refuses a case raises `BackendRefused` with PyTorch's
+reasons (the test skips); a kernel that runs and is wrong fails its comparison. The golden is attention's definition in float64, written
 out (`golden_attention`), so a bug in scaled_dot_product_attention itself cannot reach it.
 """
 
@@ -25,16 +26,17 @@ import torch
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.errors import BackendRefused
+from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.shapes import attention_size
 
-CANDIDATE_BACKENDS = ("flash", "mem_efficient", "cudnn")
+SDPA_KERNELS = ("flash", "mem_efficient", "cudnn")  # the candidates; 'math' is the reference
 MASKS = ("none", "causal", "bool", "additive")
 V_LAYOUTS = ("contiguous", "transposed")
 PARTS = ("out", "grad_q", "grad_k", "grad_v")
 _REFUSAL_MARKERS = ("No available kernel", "No viable backend")
 
 
-def sdpa_backend(name: str) -> Any:
+def torch_sdpa_backend(sdpa_kernel: str) -> Any:
     """'flash' -> SDPBackend.FLASH_ATTENTION, and so on for mem_efficient, cudnn, math."""
     from torch.nn.attention import SDPBackend
 
@@ -44,18 +46,18 @@ def sdpa_backend(name: str) -> Any:
         "cudnn": SDPBackend.CUDNN_ATTENTION,
         "math": SDPBackend.MATH,
     }
-    return table[name]
+    return table[sdpa_kernel]
 
 
-# Masks each backend is documented to take: flash attention takes no explicit mask (a bool or
+# Masks each kernel is documented to take: flash attention takes no explicit mask (a bool or
 # additive mask is a platform limit there); the others take every mask the suite draws.
 _SUPPORTED_MASKS = {"flash": ("none", "causal"), "cudnn": ("none", "causal")}
 
 
-def supports(backend: str, case: AttentionCase) -> bool:
-    """Whether `backend` is meant to run `case`: when it refuses one it supports, the case was
+def supports(sdpa_kernel: str, case: AttentionCase) -> bool:
+    """Whether `sdpa_kernel` is meant to run `case`: when it refuses one it supports, the case was
     not validated (a failure under --rocm-strict), not merely skipped."""
-    return case.mask in _SUPPORTED_MASKS.get(backend, MASKS)
+    return case.mask in _SUPPORTED_MASKS.get(sdpa_kernel, MASKS)
 
 
 def rocm_flash_library() -> str:
@@ -173,15 +175,15 @@ def upcast(inputs: AttentionInputs, dtype: torch.dtype = torch.float64) -> Atten
     )
 
 
-def run_sdpa(backend: str, inputs: AttentionInputs) -> tuple[torch.Tensor, ...]:
-    """(out, grad_q, grad_k, grad_v) of SDPA on `backend` alone; BackendRefused if it declines."""
+def run_sdpa(sdpa_kernel: str, inputs: AttentionInputs) -> tuple[torch.Tensor, ...]:
+    """(out, grad_q, grad_k, grad_v) of SDPA on `sdpa_kernel` alone; BackendRefused if it declines."""
     import torch.nn.functional as F
-    from torch.nn.attention import sdpa_kernel
+    from torch.nn.attention import sdpa_kernel as restricted_to
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with sdpa_kernel([sdpa_backend(backend)]):
+            with restricted_to([torch_sdpa_backend(sdpa_kernel)]):
                 out = F.scaled_dot_product_attention(
                     inputs.q, inputs.k, inputs.v, attn_mask=inputs.mask, is_causal=inputs.is_causal
                 )
@@ -240,24 +242,23 @@ def golden_attention(inputs: AttentionInputs) -> tuple[tuple[torch.Tensor, ...],
 
 
 def check_attention(
-    case: AttentionCase, backend: str, device: Any, platform: str, arch: str, seed: int = 0
+    case: AttentionCase, sdpa_kernel: str, device: DeviceInfo, torch_device: Any, seed: int = 0
 ) -> list[Comparison]:
-    """Compare `backend` with the float64 golden on `case`: output and the three gradients, each
-    bounded by its row's error model and measured against the math backend in the same dtype.
-
-    platform: "cpu", "cuda" or "rocm"; arch: the device arch, for the tolerance table.
-    """
-    inputs = make_inputs(case, device, seed)
-    candidate = run_sdpa(backend, inputs)
+    """Compare `sdpa_kernel` with the float64 golden on `case`: output and the three gradients,
+    each bounded by its row's error model and measured against the math kernel in the same dtype."""
+    inputs = make_inputs(case, torch_device, seed)
+    candidate = run_sdpa(sdpa_kernel, inputs)
     reference = run_sdpa("math", inputs)
     golden, sizes = golden_attention(inputs)
-    library = rocm_flash_library() if platform == "rocm" else ""
+    library = rocm_flash_library() if device.backend == "rocm" else ""
     return [
         compare(
-            f"sdpa.{backend}.{part} [{case.describe()}]",
+            f"sdpa.{sdpa_kernel}.{part} [{case.describe()}]",
             candidate[i],
             golden[i],
-            tolerance_for(f"sdpa.{backend}.{part}", platform, arch, library, seq_k=case.seq_k, dtype=case.dtype),
+            tolerance_for(
+                f"sdpa.{sdpa_kernel}.{part}", device.backend, device.arch, library, seq_k=case.seq_k, dtype=case.dtype
+            ),
             reference[i],
             magnitude=sizes[i],
             terms=case.seq_k if part != "grad_k" and part != "grad_v" else case.seq_q,

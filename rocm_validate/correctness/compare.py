@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     import torch
 
 
+__all__ = ["Comparison", "assert_passed", "compare", "sqnr_db"]
+
+
 @dataclass(frozen=True)
 class ModelJudgement:
     """How the candidate stands against its row's error model (float64 golden, no reference)."""
@@ -404,7 +407,8 @@ def _judge_model(
     import torch
 
     u = unit_roundoff(precision)
-    ratio, mismatches, worst_index, worst_bound = 0.0, 0, (), math.nan
+    worst_index: tuple[int, ...] = ()
+    ratio, mismatches, worst_bound = 0.0, 0, math.nan
     if model.rounding is not None and g.numel():
         m = torch.full_like(g, scale) if magnitude is None else magnitude.to(g).expand_as(g).abs()
         u_acc = unit_roundoff(model.accumulator_of(precision))

@@ -19,12 +19,13 @@ import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
+from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads import fp8, fp8_recipes
 from rocm_validate.workloads.fp8 import Fp8Format
 from rocm_validate.workloads.fp8_recipes import Fp8Recipe
@@ -39,13 +40,13 @@ def _canonical_bits(bits: torch.Tensor, fmt: Fp8Format) -> torch.Tensor:
     return torch.where(torch.isnan(values), float(fp8.nan_bits(fmt)), bits.cpu().double())
 
 
-def check_bit_patterns(fmt: Fp8Format, device: Any) -> list[Comparison]:
+def check_bit_patterns(fmt: Fp8Format, torch_device: Any) -> list[Comparison]:
     """Upcast of all 256 patterns on the device vs the reference decoding (values and signs of
     zero), then the round trip value -> FP8 on the device must give the pattern back."""
     exact = tolerance_for("fp8.cast", "*")
     patterns = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     golden = torch.tensor(fp8.all_values(fmt), dtype=torch.float64)
-    upcast = patterns.to(device).view(fmt.dtype).float()
+    upcast = patterns.to(torch_device).view(fmt.dtype).float()
     signs = torch.where(torch.isnan(golden), math.nan, torch.signbit(upcast.cpu()).double())
     golden_signs = torch.where(torch.isnan(golden), math.nan, torch.signbit(golden).double())
     back = upcast.to(fmt.dtype).view(torch.uint8)
@@ -61,14 +62,14 @@ def check_bit_patterns(fmt: Fp8Format, device: Any) -> list[Comparison]:
     ]
 
 
-def check_rounding(fmt: Fp8Format, source_dtype: str, device: Any) -> Comparison:
+def check_rounding(fmt: Fp8Format, source_dtype: str, torch_device: Any) -> Comparison:
     """Casting from `source_dtype` rounds to nearest, ties to even: every representable value,
     midpoint and quarter point in +-max, plus -0 and tiny negatives (-0 in OCP, +0 in fnuz)."""
     probes = fp8.rounding_probes(fmt) + [-0.0, -fmt.min_subnormal / 4, -fmt.min_subnormal / 2]
     source = torch.tensor(probes, dtype=torch.float64).to(getattr(torch, source_dtype))
     if not torch.equal(source.double(), torch.tensor(probes, dtype=torch.float64)):
         raise ValueError(f"{source_dtype} cannot hold every {fmt.name} rounding probe exactly")
-    got = source.to(device).to(fmt.dtype).view(torch.uint8)
+    got = source.to(torch_device).to(fmt.dtype).view(torch.uint8)
     expected = torch.tensor([fp8.encode(p, fmt) for p in probes], dtype=torch.int32).to(torch.uint8)
     return compare(
         f"fp8.cast [{fmt.name} from {source_dtype}: round to nearest even, {len(probes)} probes]",
@@ -103,11 +104,11 @@ def special_casts(fmt: Fp8Format, device: Any) -> list[SpecialCast]:
     return found
 
 
-def check_saturating_quantize(fmt: Fp8Format, device: Any) -> Comparison:
+def check_saturating_quantize(fmt: Fp8Format, torch_device: Any) -> Comparison:
     """The recipe's cast (scale, clamp to +-max, cast) saturates overflow and infinities exactly."""
     values = torch.tensor([2 * fmt.max, -2 * fmt.max, 1e30, -1e30, math.inf, -math.inf, fmt.max, -fmt.max])
     golden = torch.tensor([fmt.max, -fmt.max] * 4, dtype=torch.float64)
-    scaled = fp8.quantize(values.to(device), torch.ones((), device=device), fmt).float()
+    scaled = fp8.quantize(values.to(torch_device), torch.ones((), device=torch_device), fmt).float()
     return compare(f"fp8.cast [{fmt.name}: saturating quantize]", scaled, golden, tolerance_for("fp8.cast", "*"))
 
 
@@ -176,14 +177,13 @@ def check_scaled_mm(
     fmt: Fp8Format,
     scaling: str,
     out_dtype: str,
-    device: Any,
-    platform: str,
-    arch: str,
+    device: DeviceInfo,
+    torch_device: Any,
     layout: str = "contiguous",
 ) -> list[Comparison]:
     """_scaled_mm vs the float64 emulation of its operands (reference: float32 emulation), and
     vs the unquantized float64 product (SQNR)."""
-    ops = fp8_operands(problem, fmt, scaling == "rowwise", device)
+    ops = fp8_operands(problem, fmt, scaling == "rowwise", torch_device)
     torch_out = getattr(torch, out_dtype)
     try:
         candidate = run_scaled_mm(ops, torch_out, layout)
@@ -201,7 +201,7 @@ def check_scaled_mm(
             f"scaled_mm.emulation {label}",
             candidate,
             golden,
-            tolerance_for(f"scaled_mm.emulation.{out_dtype}", platform, arch),
+            tolerance_for(f"scaled_mm.emulation.{out_dtype}", device.backend, device.arch),
             reference,
             magnitude=emulate(ops, torch.float64, magnitude=True),
             terms=problem.k,
@@ -210,7 +210,7 @@ def check_scaled_mm(
             f"scaled_mm.quantization {label}",
             candidate,
             unquantized,
-            tolerance_for("scaled_mm.quantization", platform, arch),
+            tolerance_for("scaled_mm.quantization", device.backend, device.arch),
         ),
     ]
 
@@ -248,8 +248,8 @@ def exact_operands(kind: str, fmt: Fp8Format, rowwise: bool, device: Any) -> Fp8
     )
 
 
-def check_scaled_mm_exact(kind: str, fmt: Fp8Format, scaling: str, out_dtype: str, device: Any) -> Comparison:
-    ops = exact_operands(kind, fmt, scaling == "rowwise", device)
+def check_scaled_mm_exact(kind: str, fmt: Fp8Format, scaling: str, out_dtype: str, torch_device: Any) -> Comparison:
+    ops = exact_operands(kind, fmt, scaling == "rowwise", torch_device)
     candidate = run_scaled_mm(ops, getattr(torch, out_dtype))
     return compare(
         f"scaled_mm.exact [{kind}, {fmt.name} {scaling} -> {out_dtype}]",
@@ -287,7 +287,7 @@ def _linear_step(
     x = x.detach().requires_grad_(True)
     with context():
         out = layer(x)
-    grad_x, grad_w = torch.autograd.grad(out, (x, layer.weight), upstream)
+    grad_x, grad_w = torch.autograd.grad(out, (x, cast(torch.Tensor, layer.weight)), upstream)
     return out.detach(), grad_x, grad_w
 
 
@@ -317,19 +317,18 @@ def check_fp8_layer(
     label: str,
     size: LinearSize,
     dtype: str,
-    device: Any,
-    platform: str,
-    arch: str,
+    device: DeviceInfo,
+    torch_device: Any,
     context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
     steps: int = 3,
 ) -> list[Comparison]:
     """An FP8 linear layer built from an nn.Linear vs that nn.Linear in float64, by SQNR of the
     output and of the input and weight gradients on the last of `steps` batches."""
     torch_dtype = getattr(torch, dtype)
-    linear = _reference_linear(size, device, seed=5)
+    linear = _reference_linear(size, torch_device, seed=5)
     golden_layer = copy.deepcopy(linear).double()
     candidate = make_layer(copy.deepcopy(linear).to(torch_dtype))
-    found, x, upstream = run_steps(candidate, size, torch_dtype, device, steps, context)
+    found, x, upstream = run_steps(candidate, size, torch_dtype, torch_device, steps, context)
     golden = _linear_step(golden_layer, x.double(), upstream.double(), contextlib.nullcontext)
     shape = f"{size.tokens}x{size.in_features}->{size.out_features}, {dtype}"
     return [
@@ -337,24 +336,24 @@ def check_fp8_layer(
             f"fp8_linear.{part} [{label}, {shape}]",
             found[i],
             golden[i],
-            tolerance_for(f"fp8_linear.{part}", platform, arch),
+            tolerance_for(f"fp8_linear.{part}", device.backend, device.arch),
         )
         for i, part in enumerate(PARTS)
     ]
 
 
 def check_fp8_linear_paths(
-    formats: tuple[str, str], size: LinearSize, dtype: str, device: Any, platform: str, arch: str, steps: int = 3
+    formats: tuple[str, str], size: LinearSize, dtype: str, device: DeviceInfo, torch_device: Any, steps: int = 3
 ) -> list[Comparison]:
     """The reference recipe through torch._scaled_mm vs through its float32 emulation: both see
     the same batches, so their scales and FP8 operands agree and only the GEMMs differ."""
     torch_dtype = getattr(torch, dtype)
-    linear = _reference_linear(size, device, seed=5).to(torch_dtype)
+    linear = _reference_linear(size, torch_device, seed=5).to(torch_dtype)
     fast = fp8.Fp8Linear.from_linear(copy.deepcopy(linear), formats, matmul="scaled_mm")
     emulated = fp8.Fp8Linear.from_linear(copy.deepcopy(linear), formats, matmul="emulated")
-    found, _, _ = run_steps(fast, size, torch_dtype, device, steps)
-    expected, _, _ = run_steps(emulated, size, torch_dtype, device, steps)
-    tolerance = tolerance_for("fp8_linear.paths", platform, arch)
+    found, _, _ = run_steps(fast, size, torch_dtype, torch_device, steps)
+    expected, _, _ = run_steps(emulated, size, torch_dtype, torch_device, steps)
+    tolerance = tolerance_for("fp8_linear.paths", device.backend, device.arch)
     shape = f"{size.tokens}x{size.in_features}->{size.out_features}, {dtype}, {'/'.join(formats)}"
     return [
         compare(f"fp8_linear.paths.{part} [_scaled_mm vs emulation, {shape}]", found[i], expected[i], tolerance)
@@ -478,7 +477,7 @@ def _part_check(part: str) -> str:
 
 
 def compare_recipe_parts(
-    case: RecipeCase, golden: Parts, reference: Parts, found: Parts, platform: str, arch: str
+    case: RecipeCase, golden: Parts, reference: Parts, found: Parts, device: DeviceInfo
 ) -> list[Comparison]:
     """Output and every gradient against the float64 golden (the training-dtype reference's SQNR
     shown beside it), each overall and in its worst 128 x 128 tile."""
@@ -489,12 +488,12 @@ def compare_recipe_parts(
             f"from the original's in {', '.join(missing)}"
         )
     rule = f"fp8_recipe.{case.kind}"
-    tile_tolerance = tolerance_for(f"{rule}.tile", platform, arch, case.recipe.name)
+    tile_tolerance = tolerance_for(f"{rule}.tile", device.backend, device.arch, case.recipe.name)
     results = []
     for part, expected in golden.items():
         name = part.removeprefix("grad.")
         shown = f"[{case.label}: {name} {tuple(expected.shape)}]" if part.startswith("grad.") else f"[{case.label}]"
-        tolerance = tolerance_for(f"{rule}.{_part_check(part)}", platform, arch, case.recipe.name)
+        tolerance = tolerance_for(f"{rule}.{_part_check(part)}", device.backend, device.arch, case.recipe.name)
         results.append(
             compare(f"{rule}.{_part_check(part)} {shown}", found[part], expected, tolerance, reference[part])
         )
@@ -505,11 +504,11 @@ def compare_recipe_parts(
     return results
 
 
-def check_recipe_block(case: RecipeCase, device: Any, platform: str, arch: str, fault: str = "") -> list[Comparison]:
+def check_recipe_block(case: RecipeCase, device: DeviceInfo, torch_device: Any, fault: str = "") -> list[Comparison]:
     """An FP8 recipe on a Llama-3.1-8B-shaped FFN or decoder layer, forward and backward, by SQNR
     against the block in float64: output, input gradient, every parameter gradient."""
-    golden, reference, found = recipe_block_pass(case, device, fault=fault)
-    return compare_recipe_parts(case, golden, reference, found, platform, arch)
+    golden, reference, found = recipe_block_pass(case, torch_device, fault=fault)
+    return compare_recipe_parts(case, golden, reference, found, device)
 
 
 LossCurves = dict[str, list[float]]  # 'golden', 'reference', 'candidate': the loss before each step
@@ -568,13 +567,13 @@ def recipe_training_losses(case: RecipeCase, device: Any, steps: int = 6, fault:
     return {"golden": golden, "reference": _train(student, x, target, steps, 0, mixed), "candidate": found}
 
 
-def check_recipe_training(case: RecipeCase, device: Any, platform: str, arch: str, fault: str = "") -> Comparison:
+def check_recipe_training(case: RecipeCase, device: DeviceInfo, torch_device: Any, fault: str = "") -> Comparison:
     """The recipe's loss curve against the float64 one, step by step (training-dtype reference beside it)."""
-    curves = recipe_training_losses(case, device, fault=fault)
+    curves = recipe_training_losses(case, torch_device, fault=fault)
     golden, reference, found = (
         torch.tensor(curves[k], dtype=torch.float64) for k in ("golden", "reference", "candidate")
     )
-    tolerance = tolerance_for(f"fp8_recipe.{case.kind}.loss", platform, arch, case.recipe.name)
+    tolerance = tolerance_for(f"fp8_recipe.{case.kind}.loss", device.backend, device.arch, case.recipe.name)
     return compare(
         f"fp8_recipe.{case.kind}.loss [{case.label}: {len(curves['golden'])} AdamW steps]",
         found,

@@ -17,20 +17,21 @@ import torch.nn.functional as F
 
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
+from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.shapes import GemmProblem
 
 
-def _operands(problem: GemmProblem, dtype: torch.dtype, device: Any, seed: int) -> list[torch.Tensor]:
+def _operands(problem: GemmProblem, dtype: torch.dtype, torch_device: Any, seed: int) -> list[torch.Tensor]:
     """Seeded x [m, k], W [n, k] and bias [n], drawn on the device (fast at real sizes)."""
-    g = torch.Generator(device=device).manual_seed(seed)
+    g = torch.Generator(device=torch_device).manual_seed(seed)
     shapes = ((problem.m, problem.k), (problem.n, problem.k), (problem.n,))
-    return [torch.randn(*shape, generator=g, device=device).to(dtype) for shape in shapes]
+    return [torch.randn(*shape, generator=g, device=torch_device).to(dtype) for shape in shapes]
 
 
-def check_linear(problem: GemmProblem, dtype: str, device: Any, platform: str, arch: str, seed: int = 0) -> Comparison:
+def check_linear(problem: GemmProblem, dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0) -> Comparison:
     """F.linear on the device in `dtype` vs float64, measured against the correctly rounded result."""
     torch_dtype = getattr(torch, dtype)
-    x, w, b = _operands(problem, torch_dtype, device, seed)
+    x, w, b = _operands(problem, torch_dtype, torch_device, seed)
     candidate = F.linear(x, w, b)
     golden = x.double() @ w.double().t() + b.double()
     reference = golden.to(torch_dtype)
@@ -38,7 +39,7 @@ def check_linear(problem: GemmProblem, dtype: str, device: Any, platform: str, a
         f"gemm.{dtype} [{problem.describe()}]",
         candidate,
         golden,
-        tolerance_for(f"gemm.{dtype}", platform, arch),
+        tolerance_for(f"gemm.{dtype}", device.backend, device.arch),
         reference,
         magnitude=x.double().abs() @ w.double().abs().t() + b.double().abs(),
         terms=problem.k,
@@ -51,33 +52,33 @@ def small_integers(shape: tuple[int, ...], generator: torch.Generator) -> torch.
 
 
 def check_exact_gemm(
-    dtype: str, device: Any, platform: str, arch: str, m: int = 256, n: int = 192, k: int = 64
+    dtype: str, device: DeviceInfo, torch_device: Any, m: int = 256, n: int = 192, k: int = 64
 ) -> Comparison:
     """x @ W^T + b on small integers must be exact: any rounding or dropped tile shows up bitwise."""
     g = torch.Generator().manual_seed(7)
     torch_dtype = getattr(torch, dtype)
-    x, w, b = (small_integers(s, g).to(device=device, dtype=torch_dtype) for s in ((m, k), (n, k), (n,)))
+    x, w, b = (small_integers(s, g).to(device=torch_device, dtype=torch_dtype) for s in ((m, k), (n, k), (n,)))
     golden = F.linear(x.double(), w.double(), b.double())
     return compare(
         f"gemm.exact [{dtype}, M={m}, N={n}, K={k}]",
         F.linear(x, w, b),
         golden,
-        tolerance_for("gemm.exact", platform, arch),
+        tolerance_for("gemm.exact", device.backend, device.arch),
     )
 
 
 LARGE_OUTPUT = (32896, 32768, 64)  # M % 256 = 128; bf16 output 2 GiB + 8 MiB: its last 128 rows lie past 2 GiB
 
 
-def check_large_output(device: Any, platform: str, arch: str, rows: int = 256) -> list[Comparison]:
+def check_large_output(device: DeviceInfo, torch_device: Any, rows: int = 256) -> list[Comparison]:
     """A bf16 GEMM whose output passes 2 GiB with M % 256 != 0 (hipBLASLt#2299 dropped such stores):
     small-integer inputs make it exact, so the first and last `rows` rows are compared bitwise."""
     m, n, k = LARGE_OUTPUT
     g = torch.Generator().manual_seed(11)
-    x = small_integers((m, k), g).to(device=device, dtype=torch.bfloat16)
-    w = small_integers((n, k), g).to(device=device, dtype=torch.bfloat16)
+    x = small_integers((m, k), g).to(device=torch_device, dtype=torch.bfloat16)
+    w = small_integers((n, k), g).to(device=torch_device, dtype=torch.bfloat16)
     out = x @ w.t()
-    tolerance = tolerance_for("gemm.exact", platform, arch)
+    tolerance = tolerance_for("gemm.exact", device.backend, device.arch)
     results = []
     for label, part in (("first", slice(0, rows)), ("last", slice(m - rows, m))):
         golden = x[part].float() @ w.float().t()

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
+from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.models import MODELS, build_model
 
 Call = Callable[[torch.nn.Module, torch.Tensor], Any]
@@ -83,8 +84,7 @@ def compare_results(
     candidate: dict[str, torch.Tensor],
     reference: dict[str, torch.Tensor],
     golden: dict[str, torch.Tensor],
-    platform: str,
-    arch: str,
+    device: DeviceInfo,
 ) -> list[Comparison]:
     """One comparison per golden entry; a candidate missing an entry fails with a shape of ().
 
@@ -97,7 +97,7 @@ def compare_results(
     results = []
     for name, gold in golden.items():
         kind = "out" if name.endswith(".out") else "grad"
-        tolerance = tolerance_for(f"{key}.{kind}", platform, arch)
+        tolerance = tolerance_for(f"{key}.{kind}", device.backend, device.arch)
         found = candidate.get(name, torch.full((), float("nan")))
         magnitude = None if kind == "out" else torch.tensor(scale, dtype=torch.float64, device=gold.device)
         results.append(
@@ -133,12 +133,12 @@ def _seeded(make: Callable[[], torch.nn.Module], device: Any, seed: int) -> torc
 
 
 def check_compiled_fused_layers(
-    tokens: int, hidden: int, dtype: str, device: Any, platform: str, arch: str
+    tokens: int, hidden: int, dtype: str, device: DeviceInfo, torch_device: Any
 ) -> list[Comparison]:
     """torch.compile (Inductor) of LayerNorm, GeLU and dense+bias+GeLU vs eager, vs float64."""
     torch_dtype = getattr(torch, dtype)
-    module = _seeded(lambda: FusedLayers(hidden), device, seed=0)
-    x, *upstreams = _seeded_inputs(((tokens, hidden),) * 3 + ((tokens, 4 * hidden),), device, seed=1)
+    module = _seeded(lambda: FusedLayers(hidden), torch_device, seed=0)
+    x, *upstreams = _seeded_inputs(((tokens, hidden),) * 3 + ((tokens, 4 * hidden),), torch_device, seed=1)
     low = [t.to(torch_dtype) for t in upstreams]
     golden = layer_results(
         copy.deepcopy(module).double(), x.double(), tuple(u.double() for u in upstreams), FUSED_NAMES, eager
@@ -149,17 +149,17 @@ def check_compiled_fused_layers(
     candidate = layer_results(
         candidate_module, x.to(torch_dtype), tuple(low), FUSED_NAMES, lambda _module, inputs: compiled(inputs)
     )
-    return compare_results(
-        "compiled", f"Inductor, {tokens}x{hidden}, {dtype}", candidate, reference, golden, platform, arch
-    )
+    return compare_results("compiled", f"Inductor, {tokens}x{hidden}, {dtype}", candidate, reference, golden, device)
 
 
-def bert_layer(scale: str, device: Any, seed: int = 0) -> torch.nn.Module:
-    """One transformers BertLayer of BERT-L at `scale`, dropout off, SDPA attention."""
+def bert_layer(scale: str, device: Any, seed: int = 0) -> Any:
+    """One transformers BertLayer of BERT-L at `scale`, dropout off, SDPA attention (typed Any:
+    callers reach into its submodules, which torch types as Tensor | Module)."""
     import transformers
     from transformers.models.bert.modeling_bert import BertLayer
 
-    config = transformers.BertConfig(
+    make_config: Any = transformers.BertConfig  # its typed signature leaves out attn_implementation
+    config = make_config(
         **MODELS["bert-large"].config_kwargs(scale),
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
@@ -178,13 +178,13 @@ def _first(call: Call) -> Call:
 
 
 def check_bert_layer_autocast(
-    scale: str, batch: int, seq: int, device: Any, platform: str, arch: str
+    scale: str, batch: int, seq: int, device: DeviceInfo, torch_device: Any
 ) -> list[Comparison]:
     """A BERT-L encoder layer in fp32 under bf16 autocast with the device's fused attention
     (candidate) vs the same with math attention (reference) vs float64 (golden)."""
-    layer = bert_layer(scale, device)
+    layer = bert_layer(scale, torch_device)
     hidden = layer.attention.self.query.in_features
-    x, upstream = _seeded_inputs(((batch, seq, hidden),) * 2, device, seed=4)
+    x, upstream = _seeded_inputs(((batch, seq, hidden),) * 2, torch_device, seed=4)
     names = ("layer",)
     golden = layer_results(
         copy.deepcopy(layer).double(), x.double(), (upstream.double(),), names, math_attention(_first(eager))
@@ -197,8 +197,7 @@ def check_bert_layer_autocast(
         candidate,
         reference,
         golden,
-        platform,
-        arch,
+        device,
     )
 
 
@@ -216,11 +215,11 @@ def model_results(
 
 
 def check_compiled_model(
-    name: str, dtype: str, device: Any, platform: str, arch: str, seq_len: int = 64
+    name: str, dtype: str, device: DeviceInfo, torch_device: Any, seq_len: int = 64
 ) -> list[Comparison]:
     """A one-layer tiny `name` compiled with Inductor vs eager, vs float64: loss, logits, grads."""
     torch_dtype = getattr(torch, dtype)
-    build = build_model(name, "tiny", device=device, num_layers=1, seed=0)
+    build = build_model(name, "tiny", device=torch_device, num_layers=1, seed=0)
     model = build.model.eval()
     batch = build.make_batch(2, seq_len=seq_len, seed=1)
     golden_model = copy.deepcopy(model).double()
@@ -231,6 +230,4 @@ def check_compiled_model(
     candidate_model = copy.deepcopy(model).to(torch_dtype)
     compiled = torch.compile(candidate_model, dynamic=False)
     candidate = model_results(candidate_model, batch, compiled)
-    return compare_results(
-        "compiled", f"{name} tiny, 1 layer, compiled, {dtype}", candidate, reference, golden, platform, arch
-    )
+    return compare_results("compiled", f"{name} tiny, 1 layer, compiled, {dtype}", candidate, reference, golden, device)

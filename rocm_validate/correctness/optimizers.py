@@ -21,6 +21,7 @@ from rocm_validate.correctness.optim_reference import (
     ReferenceLamb,
 )
 from rocm_validate.correctness.tolerances import tolerance_for
+from rocm_validate.platform.devices import DeviceInfo
 
 # Shapes of a small transformer block's parameters, odd sizes included (tails of vector loops).
 PARAM_SHAPES: tuple[tuple[int, ...], ...] = ((256, 64), (256,), (64, 256), (7, 13), (1,))
@@ -47,7 +48,7 @@ def run_torch_optimizer(
     device: Any,
 ) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
     """Run a torch optimizer over the gradient stream; returns its parameters and itself."""
-    params = [torch.nn.Parameter(p.to(device=device, dtype=dtype, copy=True)) for p in start]
+    params: list[torch.Tensor] = [torch.nn.Parameter(p.to(device=device, dtype=dtype, copy=True)) for p in start]
     optimizer = make(params)
     for step_grads in grads:
         for p, g in zip(params, step_grads):
@@ -81,13 +82,12 @@ def _compare_run(
     reference: dict[str, Sequence[torch.Tensor]],
     golden: dict[str, Sequence[torch.Tensor]],
     tolerance_keys: dict[str, str],
-    platform: str,
-    arch: str,
+    device: DeviceInfo,
 ) -> list[Comparison]:
     """One comparison per tensor of each named quantity (param, exp_avg, exp_avg_sq)."""
     results = []
     for name, key in tolerance_keys.items():
-        tolerance = tolerance_for(key, platform, arch)
+        tolerance = tolerance_for(key, device.backend, device.arch)
         results += [
             compare(f"{label}.{name}[{i}] {tuple(g.shape)} ({detail})", c, g, tolerance, r)
             for i, (c, r, g) in enumerate(zip(candidate[name], reference[name], golden[name]))
@@ -98,7 +98,7 @@ def _compare_run(
 _STATE_KEYS = ("exp_avg", "exp_avg_sq")
 
 
-def check_adamw(variant: str, dtype: str, device: Any, platform: str, arch: str, seed: int = 0) -> list[Comparison]:
+def check_adamw(variant: str, dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0) -> list[Comparison]:
     """torch.optim.AdamW(fused=True) or (foreach=True) vs float64 over STEPS steps: parameters,
     exp_avg and exp_avg_sq of every tensor; the for-loop AdamW in the same dtype is the reference."""
     if variant not in ADAMW_VARIANTS:
@@ -108,9 +108,9 @@ def check_adamw(variant: str, dtype: str, device: Any, platform: str, arch: str,
     start = [p.to(torch_dtype) for p in initial_params(PARAM_SHAPES, seed)]
     grads = [[g.to(torch_dtype) for g in step] for step in gradient_stream(PARAM_SHAPES, STEPS, seed)]
     flags = {"fused": variant == "fused", "foreach": variant == "foreach"}
-    fast_params, fast = run_torch_optimizer(_adamw(config, **flags), start, grads, torch_dtype, device)
+    fast_params, fast = run_torch_optimizer(_adamw(config, **flags), start, grads, torch_dtype, torch_device)
     loop_params, loop = run_torch_optimizer(
-        _adamw(config, fused=False, foreach=False), start, grads, torch_dtype, device
+        _adamw(config, fused=False, foreach=False), start, grads, torch_dtype, torch_device
     )
     golden = ReferenceAdamW(start, config)
     for step_grads in grads:
@@ -122,16 +122,14 @@ def check_adamw(variant: str, dtype: str, device: Any, platform: str, arch: str,
         {"param": loop_params, **{k: _optimizer_state(loop, loop_params, k) for k in _STATE_KEYS}},
         {"param": golden.params, "exp_avg": golden.exp_avg, "exp_avg_sq": golden.exp_avg_sq},
         {"param": "adamw.param", "exp_avg": "adamw.state", "exp_avg_sq": "adamw.state"},
-        platform,
-        arch,
+        device,
     )
 
 
 def check_lamb(
     make: Callable[[list[torch.Tensor], LambConfig], torch.optim.Optimizer],
-    device: Any,
-    platform: str,
-    arch: str,
+    device: DeviceInfo,
+    torch_device: Any,
     seed: int = 0,
 ) -> list[Comparison]:
     """A fused LAMB (e.g. apex FusedLAMB) in float32 vs ReferenceLamb in float64 over STEPS steps;
@@ -139,8 +137,8 @@ def check_lamb(
     config = LambConfig(lr=1e-2, weight_decay=0.1)
     start = [p.float() for p in initial_params(PARAM_SHAPES, seed)]
     grads = [[g.float() for g in step] for step in gradient_stream(PARAM_SHAPES, STEPS, seed)]
-    fused_params, _fused = run_torch_optimizer(lambda ps: make(ps, config), start, grads, torch.float32, device)
-    plain = ReferenceLamb([p.to(device) for p in start], config, dtype=torch.float32)
+    fused_params, _fused = run_torch_optimizer(lambda ps: make(ps, config), start, grads, torch.float32, torch_device)
+    plain = ReferenceLamb([p.to(torch_device) for p in start], config, dtype=torch.float32)
     golden = ReferenceLamb(start, config)
     for step_grads in grads:
         plain.step(step_grads)
@@ -152,6 +150,5 @@ def check_lamb(
         {"param": plain.params},
         {"param": golden.params},
         {"param": "lamb.param"},
-        platform,
-        arch,
+        device,
     )

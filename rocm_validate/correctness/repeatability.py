@@ -131,7 +131,7 @@ def pattern_values(pattern: str, start: int, count: int, device: Any) -> torch.T
 
 def memory_chunks(device: Any, total_bytes: int, chunk_bytes: int) -> list[torch.Tensor]:
     """Allocate up to `total_bytes` as int32 chunks (fewer when an allocation fails)."""
-    chunks = []
+    chunks: list[torch.Tensor] = []
     while sum(c.numel() * 4 for c in chunks) + chunk_bytes <= total_bytes:
         try:
             chunks.append(torch.empty(chunk_bytes // 4, device=device, dtype=torch.int32))

@@ -27,6 +27,8 @@ from typing import Any
 from rocm_validate.correctness.error_model import ErrorModel
 from rocm_validate.errors import UnknownCheckError
 
+__all__ = ["RULES", "Rule", "Tolerance", "tolerance_for"]
+
 
 @dataclass(frozen=True)
 class Tolerance:

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from rocm_validate.errors import BaselineError, JsonFileError
-from rocm_validate.perf.gate import UPDATE_COMMAND, Threshold
+from rocm_validate.perf.gate import Threshold
 from rocm_validate.perf.stats import relative_noise
 from rocm_validate.results import jsonfile
+from rocm_validate.results.metrics import Verdict
 
 SCHEMA_ID = "rocm-validate/baselines/1"
 NAME_PATTERN = "^[a-z0-9][a-z0-9_.+-]*$"
@@ -136,7 +137,7 @@ class BaselineEntry:
     runs: tuple[Mapping[str, Any], ...] = ()  # folded recording runs: value, clock_mhz, date
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "value": _significant(self.value, 4),
             "unit": self.unit,
             "better": self.better,
@@ -162,7 +163,7 @@ class UpdateDecision:
     """What --update-baselines did with one measurement, and why."""
 
     action: str  # "write" or "refuse"
-    verdict: str  # "updated", "folded" or "noisy"
+    verdict: Verdict  # updated, folded or noisy
     message: str
     entry: BaselineEntry | None = None  # what to write
 
@@ -209,23 +210,23 @@ def decide_update(
     if not threshold.informational and own > threshold.noise_limit():
         return UpdateDecision(
             "refuse",
-            "noisy",
+            Verdict.NOISY,
             f"not recorded: this run's round-to-round noise {own:.2%} exceeds {threshold.noise_limit():.2%} "
             f"(cap {threshold.cap:.1%} / k {threshold.k:g}), so a baseline from it could not gate within the cap; "
             "rerun on an idle device",
         )
     first = replace(new, runs=(new.run(),))
     if old is None:
-        return UpdateDecision("write", "updated", "new baseline recorded", first)
+        return UpdateDecision("write", Verdict.UPDATED, "new baseline recorded", first)
     if (old["unit"], old["better"]) != (new.unit, new.better):
         return UpdateDecision(
-            "write", "updated", f"baseline replaced: it was in {old['unit']} ({old['better']} is better)", first
+            "write", Verdict.UPDATED, f"baseline replaced: it was in {old['unit']} ({old['better']} is better)", first
         )
     if not same_stack(old.get("provenance") or {}, new.provenance):
         change = _stack_change(old.get("provenance") or {}, new.provenance)
         return UpdateDecision(
             "write",
-            "updated",
+            Verdict.UPDATED,
             f"baseline replaced for a new stack ({change}): {old['value']:.4g} -> {new.value:.4g}",
             first,
         )
@@ -234,7 +235,7 @@ def decide_update(
     spread = statistics.stdev(values) / statistics.fmean(values) if len(values) >= 2 else 0.0
     return UpdateDecision(
         "write",
-        "folded",
+        Verdict.FOLDED,
         f"folded into the baseline: {len(values)} runs of this stack, median {folded.value:.4g} "
         f"(was {float(old['value']):.4g}), between-run spread {spread:.2%}",
         folded,
@@ -248,8 +249,8 @@ class BaselineStore:
         self,
         folder: Path,
         device_key: str,
+        update_command: str,
         lock_timeout_s: float = LOCK_TIMEOUT_S,
-        update_command: str = UPDATE_COMMAND,
         aliases: Sequence[str] = (),
     ) -> None:
         self.folder = folder

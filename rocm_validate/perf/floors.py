@@ -35,12 +35,14 @@ from pathlib import Path
 
 from rocm_validate.errors import BaselineError, JsonFileError
 from rocm_validate.perf.baselines import BASELINES_SCHEMA
+from rocm_validate.perf.gate import metric_families
 from rocm_validate.platform import peaks
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results import jsonfile
 
-# Metric families the perf suites record; a user floor for any other name is a typo.
-FAMILIES = ("gemm", "sdpa", "copy", "launch", "train", "collective", "p2p")
+# Metric families the suites record (each has a band in the gate's rules); a user floor for any
+# other name is a typo.
+FAMILIES = metric_families()
 
 
 @dataclass(frozen=True)
@@ -245,12 +247,20 @@ _PEAK_METRICS = {
 _H100 = peaks.find_peaks("NVIDIA H100 80GB HBM3", "sm_90")
 
 
+def _known_peak(row: peaks.DevicePeaks | None, kind: str) -> float:
+    """A peak of the rows the shipped floors derive from (the table always has them)."""
+    value = None if row is None else row.value(kind)
+    if value is None:
+        raise LookupError(f"the peaks table has no {kind} peak for a row the shipped floors derive from")
+    return value
+
+
 def _amd_floor(row: peaks.DevicePeaks, kind: str, peak: float) -> Floor:
     figure, unit, source = _MI300X_FIGURES[kind]
     same_part = row.product == "AMD Instinct MI300X" or (row.product == "AMD Instinct MI325X" and kind != "memory")
     if same_part:  # the figure itself, or a partition's share of it
-        return Floor(round(figure * peak / _MI300X.value(kind), 1), unit, source)
-    share = figure / _MI300X.value(kind)
+        return Floor(round(figure * peak / _known_peak(_MI300X, kind), 1), unit, source)
+    share = figure / _known_peak(_MI300X, kind)
     return Floor(
         round(share * peak, 1), unit, f"{share:.1%} of the datasheet peak: the share of the MI300X peak of {source}"
     )
@@ -258,7 +268,7 @@ def _amd_floor(row: peaks.DevicePeaks, kind: str, peak: float) -> Floor:
 
 def _nvidia_floor(kind: str, metric: str, peak: float) -> Floor:
     value, unit = MEASURED["NVIDIA H100 SXM"][1][metric]
-    share = MEASURED_SHARE * value / _H100.value(kind)
+    share = MEASURED_SHARE * value / _known_peak(_H100, kind)
     return Floor(
         round(share * peak, 1),
         unit,

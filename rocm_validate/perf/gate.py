@@ -34,13 +34,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rocm_validate.core.options import THRESHOLD_FORMS
 from rocm_validate.perf.attribution import attribute
 from rocm_validate.perf.stats import combined_noise, relative_noise
-from rocm_validate.results.metrics import Metric, format_number
+from rocm_validate.results.metrics import Metric, Verdict, format_number
 from rocm_validate.results.sizes import parse_size
 
-UPDATE_COMMAND = "pytest --rocm-suite=perf --update-baselines"
+# The forms of a `rocm_perf_thresholds` line (the ini key the perf plugin declares).
+THRESHOLD_FORMS = (
+    "PATTERN [floor=FRACTION] [k=NUMBER] [cap=FRACTION] [clock_floor=FRACTION] [per_clock=yes|no] "
+    "[detect=FRACTION|none] [backend=rocm|cuda|cpu] [info=REASON]"
+)
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ HOST_DETECT_LIMIT = 0.10  # a host-side metric that cannot catch a 10% change is
 # 256 MiB up, by at most 2.5% (docs/perf.md). They are shown, and the large sizes gate the interconnect.
 LATENCY_BOUND_BELOW_BYTES = 256 * 1024**2
 LATENCY_BOUND = "latency-bound message size: moves by up to 54% between runs; the sizes from 256 MiB gate the link"
-_GEMM = dict(per_clock=True, clock_floor=0.025)
+_GEMM: dict[str, Any] = dict(per_clock=True, clock_floor=0.025)
 
 DEFAULT_RULES: tuple[ThresholdRule, ...] = (
     ThresholdRule(
@@ -142,12 +145,22 @@ DEFAULT_RULES: tuple[ThresholdRule, ...] = (
     # loss, so they are shown, not gated, unless the ini gates them ('copy.*.pinned.* detect=none').
     ThresholdRule("copy.*.pinned.*", Threshold(floor=0.15, k=3.0, cap=0.2, detect_limit=HOST_DETECT_LIMIT)),
     ThresholdRule("copy.*", Threshold(floor=0.02, k=3.0, cap=0.08)),
+    # Peer-to-peer copies between two GPUs: the default band, stated so the family is known here.
+    ThresholdRule("p2p.*", Threshold(floor=0.03, k=3.0, cap=0.08)),
     ThresholdRule("sdpa.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True)),
     ThresholdRule(
         "train.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True, clock_floor=0.02, clock_bound=False)
     ),
     ThresholdRule("*", Threshold(floor=0.03, k=3.0, cap=0.08)),
 )
+
+
+def metric_families(rules: Iterable[ThresholdRule] = DEFAULT_RULES) -> tuple[str, ...]:
+    """The metric families the suites record, from the rules that give a family its band
+    ('gemm.*' -> 'gemm'): a new family states its band here, and every table that checks metric
+    names (user floors) knows it from then on."""
+    found = (rule.pattern.removesuffix(".*") for rule in rules)
+    return tuple(dict.fromkeys(f for f in found if f and "." not in f and "*" not in f))
 
 
 def parse_rule(line: str, base: Iterable[ThresholdRule] = DEFAULT_RULES) -> ThresholdRule:
@@ -285,7 +298,7 @@ class Reference:
 class Judgement:
     """The gate's decision on one metric."""
 
-    verdict: str  # pass, regressed, improved, informational, no-baseline, mismatch, floor-pass, below-floor
+    verdict: Verdict  # pass, regressed, improved, informational, no-baseline, mismatch, floor-pass, below-floor
     message: str
     ratio: float | None = None
     bound: float | None = None  # worst ratio that passes (lowest for 'higher', highest for 'lower')
@@ -298,7 +311,7 @@ class Judgement:
 
     @property
     def fails(self) -> bool:
-        return self.verdict in ("regressed", "mismatch", "below-floor")
+        return self.verdict in (Verdict.REGRESSED, Verdict.MISMATCH, Verdict.BELOW_FLOOR)
 
     def details(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -363,6 +376,8 @@ def _bases(metric: Metric, reference: Reference, threshold: Threshold) -> list[_
     reference_per_clock = reference.per_clock()
     if (
         clocks_known
+        and now_mhz is not None
+        and then_mhz is not None
         and capped
         and reference_per_clock
         and metric.better == "higher"
@@ -416,7 +431,7 @@ def judge(
     reference: Reference | None,
     threshold: Threshold,
     device_key: str,
-    update_command: str = UPDATE_COMMAND,
+    update_command: str,
 ) -> Judgement:
     """Compare `metric` with its baseline under `threshold`. Pure; the message says everything
     a reader needs (value, baseline, ratio, allowed band and where it came from, what was
@@ -429,12 +444,14 @@ def judge(
         detectable = detectable_change(threshold.allowed(own), own * math.sqrt(2))
         if threshold.informational:
             return Judgement(
-                "informational", f"informational ({threshold.informational}); no baseline on {device_key} yet"
+                Verdict.INFORMATIONAL, f"informational ({threshold.informational}); no baseline on {device_key} yet"
             )
-        return Judgement("no-baseline", f"no baseline on {device_key}; run {update_command}", detectable=detectable)
+        return Judgement(
+            Verdict.NO_BASELINE, f"no baseline on {device_key}; run {update_command}", detectable=detectable
+        )
     if (reference.unit, reference.better) != (metric.unit, metric.better):
         return Judgement(
-            "mismatch",
+            Verdict.MISMATCH,
             f"the baseline is in {reference.unit} ({reference.better} is better) but this run "
             f"measures {metric.unit} ({metric.better} is better); re-record it with {update_command}",
             category="environment",
@@ -465,7 +482,7 @@ def judge(
         f"(ratio {ratio:.3f}, allowed {threshold.describe(noise, basis.clocks_known)}{compared}; "
         f"catches a {detectable:.1%} change)"
     )
-    base = dict(
+    base: dict[str, Any] = dict(
         ratio=ratio,
         bound=bound,
         allowed=allowed,
@@ -477,7 +494,7 @@ def judge(
     blunt = _too_blunt(threshold, detectable)
     if threshold.informational or blunt:
         why = blunt or f"informational ({threshold.informational})"
-        return Judgement("informational", f"{why}: {summary}", **base)
+        return Judgement(Verdict.INFORMATIONAL, f"{why}: {summary}", **base)
     if worse:
         direction = "slower" if metric.unit.endswith("/s") else "worse"
         per = " per clock cycle" if basis.name == "per-clock" else ""
@@ -492,22 +509,22 @@ def judge(
         )
         update = f". If this is expected, re-record with {update_command}" if cause.category == "performance" else ""
         return Judgement(
-            "regressed",
+            Verdict.REGRESSED,
             f"regressed: {change:.1%} {direction}{per}, {summary}{_peak_note(metric)}{cause.note}{update}",
             category=cause.category,
             **base,
         )
     if better:
         return Judgement(
-            "improved",
+            Verdict.IMPROVED,
             f"{change:.1%} better than baseline, beyond the band: {summary}. If this is the new normal, "
             f"record it with {update_command}",
             **base,
         )
-    return Judgement("pass", "", **base)
+    return Judgement(Verdict.PASS, "", **base)
 
 
-def judge_floor(metric: Metric, floor: Any, device_key: str, update_command: str = UPDATE_COMMAND) -> Judgement:
+def judge_floor(metric: Metric, floor: Any, device_key: str, update_command: str) -> Judgement:
     """Compare `metric` with the least its SKU may measure (`floors.Floor`), or, for a
     lower-is-better metric, the most (a ceiling: peak memory). Pure; 'floor-pass' or
     'below-floor' (worse than the floor or ceiling), the message naming its source."""
@@ -516,20 +533,20 @@ def judge_floor(metric: Metric, floor: Any, device_key: str, update_command: str
     summary = f"{format_number(metric.value)} {metric.unit} vs the {kind} {format_number(floor.value)} (ratio {ratio:.3f}; {floor.source})"
     if (floor.unit, getattr(floor, "better", "higher")) != (metric.unit, metric.better):
         return Judgement(
-            "mismatch",
+            Verdict.MISMATCH,
             f"the {kind} is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)",
         )
     if ratio < 1 if metric.better == "higher" else ratio > 1:
         where = "below the floor" if kind == "floor" else "above the ceiling"
         return Judgement(
-            "below-floor",
+            Verdict.BELOW_FLOOR,
             f"{where}: {summary}{_peak_note(metric)}. This SKU should be within it on any healthy node; "
             f"check the node (clocks, other processes, the driver) before recording a baseline with {update_command}",
             ratio=ratio,
             bound=1.0,
         )
     return Judgement(
-        "floor-pass", f"no baseline on {device_key} yet; gated by the {kind}: {summary}", ratio=ratio, bound=1.0
+        Verdict.FLOOR_PASS, f"no baseline on {device_key} yet; gated by the {kind}: {summary}", ratio=ratio, bound=1.0
     )
 
 

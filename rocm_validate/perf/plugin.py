@@ -1,4 +1,4 @@
-"""pytest side of the perf suite: options, the `perf` fixture, gating outcomes, baseline writes,
+"""pytest side of the perf suite: its options, the `perf` fixture, gating outcomes, baseline writes,
 the benchmark export and the summary of what --update-baselines did.
 
 Imports only the standard library, pytest and torch-free project modules at module level.
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Generator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from rocm_validate.core import options
+from rocm_validate.core.commands import Commands
 from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
 from rocm_validate.errors import UsageError
@@ -25,7 +25,7 @@ from rocm_validate.perf.recorder import (
     PerfSettings,
     raise_outcome,
 )
-from rocm_validate.results.metrics import format_number
+from rocm_validate.results.metrics import Verdict, format_number
 
 if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
@@ -36,47 +36,72 @@ CONTEXT_KEY = pytest.StashKey[PerfContext]()
 HEADER_KEY = pytest.StashKey["list[str]"]()
 
 
+WINDOW = options.OptionSpec(
+    "--rocm-perf-window",
+    "rocm_perf_window",
+    "ROCM_VALIDATE_PERF_WINDOW",
+    "scale every perf measurement window by this factor (default 1; more is quieter and slower)",
+    "FACTOR",
+)
+BENCHMARK_JSON = options.OptionSpec(
+    "--rocm-benchmark-json",
+    None,
+    None,
+    "also write the perf metrics as pytest-benchmark JSON (for dashboards) to this path",
+    "PATH",
+)
+FLOORS = options.OptionSpec(
+    "--rocm-floors",
+    "rocm_floors",
+    "ROCM_VALIDATE_FLOORS",
+    "folder of floors of your own (<device-key>.json, the baselines' format), before the shipped table",
+    "DIR",
+)
+THRESHOLDS_INI = "rocm_perf_thresholds"
+THRESHOLDS_HELP = f"per-metric gate thresholds, one rule a line: {gate.THRESHOLD_FORMS}"
+# The shortest window factor: below it a window holds too few rounds to measure its own noise.
+MIN_WINDOW_FACTOR = 0.25
+MAX_WINDOW_FACTOR = 20.0
 # The extended level measures over windows four times as long (unless --rocm-perf-window says otherwise).
 EXTENDED_WINDOW_FACTOR = 4.0
 
 
-def parse_window(value: str, source: str = options.WINDOW.flag) -> float:
-    """'2' -> 2.0; a positive factor, at most 20."""
-    try:
-        factor = float(value)
-    except ValueError:
-        factor = float("nan")
-    if not (options.MIN_WINDOW_FACTOR <= factor <= options.MAX_WINDOW_FACTOR):
-        raise UsageError(
-            f"{source}={value!r}: expected a factor from {options.MIN_WINDOW_FACTOR:g} (shorter windows hold too few "
-            f"rounds to measure their noise) to {options.MAX_WINDOW_FACTOR:g}, e.g. {options.WINDOW.flag}=2"
-        )
-    return factor
+def pytest_addoption(parser: pytest.Parser) -> None:
+    for spec in (WINDOW, FLOORS, BENCHMARK_JSON):
+        options.add_spec(parser, spec)
+    parser.addini(THRESHOLDS_INI, THRESHOLDS_HELP, type="linelist", default=[])
 
 
-def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
-    """Read the perf options once; raises UsageError naming the bad value."""
-    value, source = options.raw_value(config, options.WINDOW)
-    try:
-        rules = gate.parse_rules(config.getini(options.THRESHOLDS_INI))
-    except ValueError as exc:
-        raise UsageError(f"{options.THRESHOLDS_INI} (ini): {exc}") from None
-    extended = options.parse_or_default(config, options.LEVEL, options.parse_level, "standard") == "extended"
-    return PerfSettings(
-        window_factor=(EXTENDED_WINDOW_FACTOR if extended else 1.0) if value is None else parse_window(value, source),
-        rules=rules,
-        benchmark_json=options.output_file(config, options.BENCHMARK_JSON, "benchmarks.json"),
-        floors_dir=options.parse_or_default(config, options.FLOORS, _floors_folder, None),
+def parse_window(value: str, source: str = WINDOW.flag) -> float:
+    """'2' -> 2.0; a factor from 0.25 to 20."""
+    return options.positive_number(
+        value,
+        source,
+        "factor",
+        f"{WINDOW.flag}=2",
+        within=(MIN_WINDOW_FACTOR, MAX_WINDOW_FACTOR),
+        why=" (shorter windows hold too few rounds to measure their noise)",
     )
 
 
-def _floors_folder(value: str, source: str) -> Path:
-    folder = Path(value).expanduser().resolve()
-    if not folder.is_dir():
-        raise UsageError(f"{source}={value!r}: no such folder; expected a folder of <device-key>.json floors")
-    return folder
+def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
+    """Read the perf options once (after the run's own settings); raises UsageError naming the bad value."""
+    try:
+        rules = gate.parse_rules(config.getini(THRESHOLDS_INI))
+    except ValueError as exc:
+        raise UsageError(f"{THRESHOLDS_INI} (ini): {exc}") from None
+    extended = run_state(config).settings.level == "extended"
+    return PerfSettings(
+        window_factor=options.parse_or_default(
+            config, WINDOW, parse_window, EXTENDED_WINDOW_FACTOR if extended else 1.0
+        ),
+        rules=rules,
+        benchmark_json=options.writable_file(config, BENCHMARK_JSON, "benchmarks.json"),
+        floors_dir=options.existing_folder(config, FLOORS, "a folder of <device-key>.json floors"),
+    )
 
 
+@pytest.hookimpl(trylast=True)  # after rocm_validate.plugin has resolved the run-wide settings
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = resolve_perf_settings(config)
 
@@ -92,28 +117,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from rocm_validate.perf.baselines import BaselineStore
     from rocm_validate.perf.floors import FloorTable
 
+    device = state.device()
     store = BaselineStore(
         state.settings.baselines_dir,
-        state.device().device_key,
-        update_command=state.settings.update_command,
-        aliases=state.device().key_aliases,
+        device.device_key,
+        Commands(state.settings, device).record(),
+        aliases=device.key_aliases,
     )
     perf = config.stash[SETTINGS_KEY]
     try:
         entries = store.read()
-        floors = FloorTable(state.device(), perf.floors_dir)
+        floors = FloorTable(device, perf.floors_dir)
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
     described += f", {store.note}" if store.note else ""
-    rules = (
-        f"{len(perf.rules)} {options.THRESHOLDS_INI} rule(s) before the defaults"
-        if perf.rules
-        else "default thresholds"
-    )
+    rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
     lines = [f"rocm-validate perf: baselines {described}; {floors.describe()}; {rules}; window x{perf.window_factor:g}"]
     workers = None if state.settings.node_run else getattr(config.option, "numprocesses", None)  # pinned: one GPU each
-    warning = shared_device_warning(workers, state.device())
+    warning = shared_device_warning(workers, device)
     config.stash[HEADER_KEY] = lines + ([warning] if warning else [])
 
 
@@ -173,7 +195,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     state = item.stash.get(ITEM_STATE_KEY, None)
     context = item.config.stash.get(CONTEXT_KEY, None)
     if state is not None and context is not None:
-        raise_outcome(state, context.device.device_key, context.settings.update_command)
+        raise_outcome(state, context.device.device_key, context.update_command)
     return result
 
 
@@ -193,10 +215,10 @@ def pytest_rocm_metric_finalize(item: pytest.Item, report: Any, metric: Any) -> 
     context = item.config.stash.get(CONTEXT_KEY, None)
     if state is None or context is None or metric.name not in state.names or not context.settings.update_baselines:
         return None
-    if metric.verdict in ("invalid", "refused"):
+    if metric.verdict in (Verdict.INVALID, Verdict.REFUSED):
         return None
     if not report.passed:
-        return metric.with_verdict("not-recorded", "baseline not written: the test did not pass")
+        return metric.with_verdict(Verdict.NOT_RECORDED, "baseline not written: the test did not pass")
     return context.write_baseline(metric)
 
 
@@ -214,11 +236,11 @@ def _perf_metrics(config: pytest.Config) -> list[Any]:
 
 
 _UPDATE_VERDICTS = (
-    ("updated", "written"),
-    ("folded", "folded into this stack's runs"),
-    ("refused", "refused as regressions (--rocm-accept-regressions records them)"),
-    ("noisy", "refused as too noisy"),
-    ("not-recorded", "not recorded"),
+    (Verdict.UPDATED, "written"),
+    (Verdict.FOLDED, "folded into this stack's runs"),
+    (Verdict.REFUSED, "refused as regressions (--rocm-accept-regressions records them)"),
+    (Verdict.NOISY, "refused as too noisy"),
+    (Verdict.NOT_RECORDED, "not recorded"),
 )
 
 
@@ -258,7 +280,7 @@ def detection_lines(metrics: list[Any]) -> list[str]:
     """'perf detects (95% of the time): median 3.1%, worst gated 8.9% (copy.host_to_device.pinned.256mib);
     per clock cycle: 12 metrics; host-side, shown not gated: launch.empty_kernel.host_us (31%)'."""
     judged = [m for m in metrics if m.detectable is not None and m.baseline is not None]
-    gated = [m for m in judged if m.verdict != "informational"]
+    gated = [m for m in judged if m.verdict != Verdict.INFORMATIONAL]
     if not judged:
         return []
     parts = []
@@ -271,7 +293,9 @@ def detection_lines(metrics: list[Any]) -> list[str]:
     if per_clock:
         parts.append(f"judged per clock cycle: {per_clock}")
     # informational for want of detection power, not by an informational rule (the gate facts name one)
-    blunt = [m for m in judged if m.verdict == "informational" and not m.extra.get("gate", {}).get("informational")]
+    blunt = [
+        m for m in judged if m.verdict == Verdict.INFORMATIONAL and not m.extra.get("gate", {}).get("informational")
+    ]
     if blunt:
         parts.append("host-side, shown not gated: " + ", ".join(f"{m.name} ({m.detectable:.0%})" for m in blunt))
     return ["perf detects a slowdown (95% of the time) of: " + "; ".join(parts)]

@@ -21,6 +21,7 @@ import pytest
 
 from rocm_validate.core import requirements
 from rocm_validate.core.categorize import fail_as
+from rocm_validate.core.commands import Commands
 from rocm_validate.core.options import Settings
 from rocm_validate.core.requirements import not_validated
 from rocm_validate.errors import BaselineError
@@ -53,7 +54,7 @@ from rocm_validate.platform import peaks
 from rocm_validate.platform.clocks import ClockSampler, ClockWindow, clock_window
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.platform.processes import HostLoadMeter
-from rocm_validate.results.metrics import Metric, format_number
+from rocm_validate.results.metrics import Metric, Verdict, format_number
 from rocm_validate.results.triage import combine
 
 if TYPE_CHECKING:
@@ -121,12 +122,12 @@ class ItemPerfState:
 ITEM_STATE_KEY = pytest.StashKey[ItemPerfState]()
 
 
-def missing_message(names: Sequence[str], device_key: str, update_command: str = gate.UPDATE_COMMAND) -> str:
+def missing_message(names: Sequence[str], device_key: str, update_command: str) -> str:
     """'no baseline for <metric> on <device key>; run pytest --rocm-suite=perf --update-baselines'."""
     return f"no baseline for {', '.join(names)} on {device_key}; run {update_command}"
 
 
-def raise_outcome(state: ItemPerfState, device_key: str, update_command: str = gate.UPDATE_COMMAND) -> None:
+def raise_outcome(state: ItemPerfState, device_key: str, update_command: str) -> None:
     """Fail on any regression (or a regression refused by --update-baselines), as the category
     its evidence shows (contention, throttling, performance); else skip as not validated (a
     failure under --rocm-strict) when a baseline is missing."""
@@ -144,11 +145,10 @@ class PerfContext:
         self.settings = settings
         self.perf = perf
         self.device = device
+        self.commands = Commands(settings, device)
+        self.update_command = self.commands.record()
         self.store = BaselineStore(
-            settings.baselines_dir,
-            device.device_key,
-            update_command=settings.update_command,
-            aliases=device.key_aliases,
+            settings.baselines_dir, device.device_key, self.update_command, aliases=device.key_aliases
         )
         self.floors = FloorTable(device, perf.floors_dir)
         self.scale = "full" if device.is_gpu else "tiny"
@@ -230,7 +230,7 @@ class PerfContext:
                 metric.name, entry, lambda old, new: decide_update(None if start_over else old, new, threshold, own)
             )
         except BaselineError as exc:
-            return metric.with_verdict("not-recorded", str(exc))
+            return metric.with_verdict(Verdict.NOT_RECORDED, str(exc))
         return metric.with_verdict(decision.verdict, decision.message)
 
     def close(self) -> None:
@@ -410,9 +410,9 @@ class PerfRecorder:
             message = f"{metric.name} measured {metric.value}: the measurement produced no positive finite number"
             self.state.failures.append(message)
             self.state.categories.append("crash")
-            return metric.with_verdict("invalid", message, extra=extra)
+            return metric.with_verdict(Verdict.INVALID, message, extra=extra)
         reference = self.context.reference(metric.name)
-        update_command = self.context.settings.update_command
+        update_command = self.context.update_command
         judgement = gate.judge(metric, reference, threshold, self.device.device_key, update_command)
         floor = None if threshold.informational else self.context.floors.floor(metric.name)
         gated_by = "baseline" if reference is not None else "none"
@@ -434,38 +434,41 @@ class PerfRecorder:
         }
         if self.context.settings.update_baselines:
             refused = self._refusal(metric, reference, judgement)
-            if refused:
+            if refused is not None:
                 self.state.failures.append(f"{metric.name}: {refused}")
                 self.state.categories.append("performance")
-                return metric.with_verdict("refused", refused, **changes)
-            if judgement.verdict in ("regressed", "below-floor"):  # accepted: start the entry's runs over
+                return metric.with_verdict(Verdict.REFUSED, refused, **changes)
+            if judgement.verdict in (Verdict.REGRESSED, Verdict.BELOW_FLOOR):  # accepted: start the entry's runs over
                 extra["gate"]["accepted_regression"] = True
-            return metric.with_verdict("recorded", "", **changes)
+            return metric.with_verdict(Verdict.RECORDED, "", **changes)
         noisy = gate.noisy_run_note(metric, threshold, gate.gated_dispersion(metric, judgement.basis))
         stalled = stall_note(metric.extra.get("timing") or {})
         message = "; ".join(m for m in (judgement.message, noisy, stalled) if m)
-        if judgement.verdict == "floor-pass":
+        if judgement.verdict == Verdict.FLOOR_PASS:
             return metric.with_verdict(judgement.verdict, message, **changes)
         if judgement.fails:
             self.state.failures.append(f"{metric.name}: {judgement.message}")
             self.state.categories.append(judgement.category or "performance")
             extra["attribution"] = judgement.category
-        elif judgement.verdict == "no-baseline":
+        elif judgement.verdict == Verdict.NO_BASELINE:
             self.state.missing.append(metric.name)
         return metric.with_verdict(judgement.verdict, message, **changes)
 
-    def _refusal(self, metric: Metric, reference: gate.Reference | None, judgement: gate.Judgement) -> str:
-        """Why --update-baselines must not record `metric` ('' when it may): it regressed beyond
+    def _refusal(self, metric: Metric, reference: gate.Reference | None, judgement: gate.Judgement) -> str | None:
+        """Why --update-baselines must not record `metric` (None when it may): it regressed beyond
         its baseline's band, or it is below its SKU's floor (unless --rocm-accept-regressions)."""
-        settings = self.context.settings
-        if settings.accept_regressions or judgement.verdict not in ("regressed", "below-floor"):
-            return ""
-        accept = settings.command("--rocm-suite=perf", "--update-baselines", "--rocm-accept-regressions")
-        if judgement.verdict == "below-floor":
+        if judgement.verdict == Verdict.BELOW_FLOOR:
             found = judgement.message.removeprefix("below the floor: ").removeprefix("above the ceiling: ")
-            return f"refused: {found}; not written. To record it anyway: {accept}"
-        return (
-            f"refused: {format_number(reference.value)} -> {format_number(metric.value)} {metric.unit} "
-            f"({judgement.ratio - 1:+.1%}) is worse than the baseline beyond its band ({judgement.allowed:.1%}); "
-            f"not written. If the stack really got slower, record it with {accept}"
+            return self.context.commands.refusal(found, ["perf"])
+        if (
+            judgement.verdict != Verdict.REGRESSED
+            or reference is None
+            or judgement.ratio is None
+            or judgement.allowed is None
+        ):
+            return None
+        return self.context.commands.refusal(
+            f"{format_number(reference.value)} -> {format_number(metric.value)} {metric.unit} "
+            f"({judgement.ratio - 1:+.1%}) is worse than the baseline beyond its band ({judgement.allowed:.1%})",
+            ["perf"],
         )

@@ -82,6 +82,7 @@ def _int(value: Any) -> int | None:
 
 def quantity_bytes(value: Any, default_unit: str = "B") -> int | None:
     """{'value': 65520, 'unit': 'MB'}, '65520 MB', 65520 (with default_unit) -> bytes."""
+    number: Any
     if isinstance(value, Mapping):
         number, unit = value.get("value"), str(value.get("unit") or default_unit)
     else:

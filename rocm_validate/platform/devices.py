@@ -19,11 +19,10 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.errors import DeviceError
 from rocm_validate.platform import (
     amd_tools,
     amdsmi_import,
@@ -34,7 +33,10 @@ from rocm_validate.platform import (
     peaks,
 )
 from rocm_validate.platform.amd_tools import AmdGpuFacts
+from rocm_validate.platform.device_info import DeviceInfo
 from rocm_validate.platform.probing import ProbeErrors
+
+__all__ = ["VISIBILITY_VARIABLES", "DeviceInfo", "discover_devices"]
 
 # The variables that decide which GPUs a process sees and which libraries PyTorch picks on them;
 # each one set is recorded with the device (`visibility`) and printed in the run's header.
@@ -49,91 +51,6 @@ VISIBILITY_VARIABLES = (
     "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL",
 )
 _SUBPROCESS_TIMEOUT_S = 20
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """Everything a validation run states about one device. JSON keys are these field names."""
-
-    backend: str  # "rocm", "cuda" or "cpu"
-    index: int | None  # torch device index; None for the CPU
-    name: str
-    arch: str  # "gfx942", "sm_90", or the CPU model
-    device_key: str
-    key_aliases: tuple[str, ...] = ()  # keys earlier releases or other tools gave this device: still read
-    arch_features: tuple[tuple[str, bool], ...] = ()  # sramecc / xnack, or CPU vector ISA
-    compute_units: int | None = None
-    memory_bytes: int | None = None
-    l2_cache_bytes: int | None = None
-    last_level_cache_bytes: int | None = None  # Infinity Cache (MALL) on MI300, L3 on CPUs
-    max_clock_mhz: int | None = None
-    max_memory_clock_mhz: int | None = None
-    driver_version: str | None = None
-    runtime_version: str | None = None  # HIP or CUDA version torch was built with
-    torch_version: str | None = None
-    collective_library: str | None = None  # "rccl" / "nccl"
-    collective_version: str | None = None
-    libraries: tuple[tuple[str, str], ...] = ()  # hipblaslt, cublas, cudnn, ... where exposed
-    compute_partition: str | None = None  # MI300: SPX, DPX, QPX, CPX
-    memory_partition: str | None = None  # MI300: NPS1, NPS4
-    partition_source: str | None = None  # the tool, "sysfs", or "inferred from 38 of 304 CUs (...)"
-    visibility: tuple[tuple[str, str], ...] = ()
-    fp8_formats: tuple[str, ...] = ()
-    scaled_mm: bool = False
-    attention_backends: tuple[str, ...] = ("math",)
-    attention_library: str | None = None  # ROCm flash attention: "aotriton" or "ck"
-    preferred_blas: str | None = None
-    pci_bus_id: str | None = None
-    uuid: str | None = None
-    sources: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
-
-    @property
-    def is_gpu(self) -> bool:
-        return self.backend != "cpu"
-
-    @property
-    def torch_device(self) -> str:
-        """The torch device string: 'cuda:0' (ROCm GPUs are 'cuda' devices in PyTorch) or 'cpu'."""
-        return "cpu" if self.backend == "cpu" else f"cuda:{self.index}"
-
-    @property
-    def flash_attention(self) -> bool:
-        return "flash" in self.attention_backends
-
-    @property
-    def mem_efficient_attention(self) -> bool:
-        return "mem_efficient" in self.attention_backends
-
-    @property
-    def memory_gib(self) -> float | None:
-        return None if self.memory_bytes is None else self.memory_bytes / 1024**3
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: pairs become objects, tuples lists, plus the derived attention flags."""
-        data = asdict(self)
-        for name in ("arch_features", "libraries", "visibility"):
-            data[name] = dict(getattr(self, name))
-        for name in ("key_aliases", "fp8_formats", "attention_backends", "sources", "errors"):
-            data[name] = list(getattr(self, name))
-        data["flash_attention"] = self.flash_attention
-        data["mem_efficient_attention"] = self.mem_efficient_attention
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DeviceInfo:
-        """Inverse of to_dict (derived keys ignored), for reports and worker hand-over."""
-        values: dict[str, Any] = {}
-        for spec in fields(cls):
-            if spec.name not in data:
-                continue
-            value = data[spec.name]
-            if isinstance(value, Mapping):
-                value = tuple((str(k), v) for k, v in value.items())
-            elif isinstance(value, list):
-                value = tuple(value)
-            values[spec.name] = value
-        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -700,90 +617,3 @@ def torch_gpu_runtime(torch: Any) -> str | None:
     """'CUDA 13.0' or 'HIP 6.4.43482' for a GPU build of torch; None for a CPU-only build."""
     hip, cuda = getattr(torch.version, "hip", None), getattr(torch.version, "cuda", None)
     return f"HIP {hip}" if hip else (f"CUDA {cuda}" if cuda else None)
-
-
-# Variables that choose GPUs: when one is set, the user meant a GPU run.
-GPU_SELECTING_VARIABLES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
-
-
-def gpu_expected(wanted: int | str | None, source: str, env: Mapping[str, str], cpu: DeviceInfo) -> str | None:
-    """Why this run must validate a GPU (the option or variable the user set, or a GPU build of
-    torch), or None when validating the CPU is what was asked for."""
-    if wanted == "cpu":
-        return None
-    if isinstance(wanted, int):
-        return f"{source}={wanted} names a GPU"
-    if isinstance(wanted, tuple):
-        return f"{source}={','.join(map(str, wanted))} names GPUs"
-    chosen = [f"{name}={env[name]}" for name in GPU_SELECTING_VARIABLES if env.get(name)]
-    if chosen:
-        return f"{chosen[0]} is set"
-    if cpu.runtime_version:
-        return f"this torch is a GPU build ({cpu.runtime_version})"
-    return None
-
-
-def select_device(
-    devices: list[DeviceInfo],
-    wanted: int | str | None,
-    source: str = "--rocm-device",
-    env: Mapping[str, str] | None = None,
-) -> DeviceInfo:
-    """The device a run validates: an index, 'cpu', or (None) the first GPU else the CPU.
-
-    Never falls back to the CPU silently: when a GPU was asked for (an index, a visibility
-    variable in `env`, or a GPU build of torch) and none is usable, raises DeviceError saying
-    what torch reported and that --rocm-device=cpu validates the CPU on purpose. `source` is
-    the option or variable that set `wanted`, named in the message.
-    """
-    gpus = [d for d in devices if d.is_gpu]
-    cpu = next(d for d in devices if not d.is_gpu)
-    if wanted == "cpu":
-        return cpu
-    if not gpus:
-        expected = gpu_expected(wanted, source, env or {}, cpu)
-        if expected:
-            build = f"torch {cpu.torch_version or 'unknown'}"
-            reported = "; ".join(e for e in cpu.errors if e.startswith("torch")) or (
-                f"{build} found none" if cpu.runtime_version else f"{build} is a CPU-only build"
-            )
-            raise DeviceError(
-                f"{expected}, but no usable GPU was found ({reported}). Fix the driver, the container's device "
-                f"access or the visibility variables, or validate the CPU on purpose with --rocm-device=cpu"
-            )
-        return cpu
-    if wanted is None:
-        return gpus[0]
-    match = next((d for d in gpus if d.index == wanted), None)
-    if match is None:
-        found = ", ".join(f"{d.index} ({d.name})" for d in gpus)
-        raise DeviceError(f"{source}={wanted}: no such GPU; found {found}. Use one of those indices or 'cpu'.")
-    return match
-
-
-def select_devices(
-    devices: list[DeviceInfo],
-    wanted: str | tuple[int, ...],
-    source: str = "--rocm-device",
-    env: Mapping[str, str] | None = None,
-) -> list[DeviceInfo]:
-    """The devices a whole-node run validates: 'all' GPUs, or the listed indices in that order.
-
-    With no GPU at all, 'all' is the CPU, once, unless a GPU was expected (a visibility variable
-    in `env`, a GPU build of torch): then it is the same DeviceError as for a single index. A
-    listed index that does not exist raises DeviceError naming it and the GPUs there are.
-    """
-    gpus = [d for d in devices if d.is_gpu]
-    if not gpus:
-        return [select_device(devices, wanted, source, env)]
-    if wanted == "all":
-        return gpus
-    by_index = {d.index: d for d in gpus}
-    missing = [index for index in wanted if index not in by_index]
-    if missing:
-        found = ", ".join(f"{d.index} ({d.name})" for d in gpus)
-        raise DeviceError(
-            f"{source}={','.join(map(str, wanted))}: no GPU {', '.join(map(str, missing))}; found {len(gpus)}: {found}. "
-            f"List only those indices, or use {source}=all."
-        )
-    return [by_index[index] for index in wanted]

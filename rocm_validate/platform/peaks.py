@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from rocm_validate.platform import identity
-
-if TYPE_CHECKING:  # devices imports this module (partition inference); the type is all peak_for needs
-    from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.platform.device_info import DeviceInfo
 
 KINDS = ("bf16", "fp16", "fp32", "fp8", "memory", "host_link")
 

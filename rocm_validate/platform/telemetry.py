@@ -180,7 +180,7 @@ class NoTelemetry:
     """No telemetry for this device, and why."""
 
     source = "none"
-    power_cap_w = None
+    power_cap_w: float | None = None
 
     def __init__(self, reason: str) -> None:
         self.reason = reason

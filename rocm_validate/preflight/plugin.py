@@ -18,29 +18,32 @@ import pytest
 
 from rocm_validate.core import options
 from rocm_validate.core.categorize import fail_as
-from rocm_validate.core.selection import RUN_LAST_MARKER
 from rocm_validate.core.session import run_state
-from rocm_validate.errors import UsageError
+from rocm_validate.core.suites import RUN_LAST_MARKER
 from rocm_validate.preflight.checks import Finding
 from rocm_validate.preflight.host import PciGpu, pci_gpus
 from rocm_validate.results.report import FINDINGS_PROPERTY
 from rocm_validate.results.triage import combine
 
+HOST_ROOT = options.OptionSpec(
+    "--rocm-host-root",
+    "rocm_host_root",
+    "ROCM_VALIDATE_HOST_ROOT",
+    "folder the preflight suite reads the host's /proc, /sys and /dev from (default: /; e.g. the host's root "
+    "mounted into a container)",
+    "DIR",
+)
 ROOT_KEY = pytest.StashKey[Path]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_spec(parser, HOST_ROOT)
 
 
 def resolve_host_root(config: pytest.Config) -> Path:
     """--rocm-host-root (or its twins), default '/'; a given folder must exist."""
-    value, source = options.raw_value(config, options.HOST_ROOT)
-    if value is None:
-        return Path("/")
-    base = config.rootpath if source.endswith("(ini)") else config.invocation_params.dir
-    root = (base / Path(value).expanduser()).resolve()
-    if not root.is_dir():
-        raise UsageError(
-            f"{source.split(' ')[0]}={value!r}: no such folder ({root}); give the folder that holds the host's proc/ and sys/"
-        )
-    return root
+    root = options.existing_folder(config, HOST_ROOT, "the folder that holds the host's proc/ and sys/")
+    return Path("/") if root is None else root
 
 
 def pytest_configure(config: pytest.Config) -> None:

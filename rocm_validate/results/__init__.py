@@ -1,3 +1,5 @@
-"""What a run produces, torch-free: metrics (a measurement and its verdict), report (the
+"""What a run produces, torch-free: metrics (a measurement and its `Verdict`), report (the
 metrics table, the JSON report and its schemas, device summaries), jsonfile (schema-checked,
-atomically written JSON)."""
+atomically written JSON), triage (failure categories and the verdict line), peers (each GPU
+against its peers), summary (markdown, HTML and the node table), plots (the summary's plots),
+sizes (message sizes: one format for the collectives and the gate)."""

@@ -11,11 +11,51 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from enum import Enum
 from typing import Any
+
+__all__ = ["GpuRef", "Metric", "Verdict"]
 
 PROPERTY_PREFIX = "rocm_metric."
 NUMERICS_PROPERTY = "rocm_numerics"  # a correctness test's checks and their margins, as JSON
 BETTER = ("higher", "lower")
+
+
+class Verdict(str, Enum):
+    """Every verdict a metric, a peer comparison or a convergence check can carry. A member is
+    its word (`Verdict.PASS == "pass"`), so reports, JUnit and JSON show the word itself."""
+
+    RECORDED = "recorded"  # measured and recorded, not gated (record_rocm_metric)
+    INVALID = "invalid"  # the measurement produced no finite (or positive) number
+    # the perf gate against a baseline
+    PASS = "pass"
+    IMPROVED = "improved"  # better than the baseline beyond its band: time to re-record
+    REGRESSED = "regressed"
+    MISMATCH = "mismatch"  # the baseline measures another unit or direction
+    INFORMATIONAL = "informational"  # shown, never gated
+    NO_BASELINE = "no-baseline"
+    # the perf gate against the SKU's floor (or ceiling) where there is no baseline
+    FLOOR_PASS = "floor-pass"
+    BELOW_FLOOR = "below-floor"
+    # --update-baselines
+    UPDATED = "updated"  # written
+    FOLDED = "folded"  # folded into this stack's runs of the entry
+    NOISY = "noisy"  # refused: too noisy to record
+    REFUSED = "refused"  # refused: a regression (--rocm-accept-regressions records it)
+    NOT_RECORDED = "not-recorded"  # the test failed, or the write did
+    # each GPU against the median of its peers (whole-node runs)
+    BELOW_PEERS = "below-peers"
+    # a convergence run set against its RCPs
+    TOO_FAST = "too-fast"
+    TOO_SLOW = "too-slow"
+    NOT_CONVERGED = "not-converged"
+    NO_VERDICT = "no-verdict"  # MLPerf's RCP checker failed the set for another reason
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 @dataclass(frozen=True)
@@ -57,7 +97,7 @@ class Metric:
     ratio: float | None = None  # value / baseline
     threshold: float | None = None  # the worst ratio that still passes (or best, for 'lower')
     detectable: float | None = None  # the smallest change the gate catches 95% of the time (fraction)
-    verdict: str = "recorded"
+    verdict: Verdict = Verdict.RECORDED
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     gpu: GpuRef | None = None  # the GPU it was measured on, in a whole-node run
@@ -67,6 +107,7 @@ class Metric:
             raise ValueError(f"metric {self.name!r}: better must be 'higher' or 'lower', found {self.better!r}")
         if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
             raise TypeError(f"metric {self.name!r}: value must be a number, found {type(self.value).__name__}")
+        object.__setattr__(self, "verdict", Verdict(self.verdict))  # a word from JSON, or a typo: ValueError
 
     @property
     def percent_of_peak(self) -> float | None:
@@ -74,7 +115,7 @@ class Metric:
             return None
         return 100.0 * self.value / self.peak
 
-    def with_verdict(self, verdict: str, message: str = "", **changes: Any) -> Metric:
+    def with_verdict(self, verdict: Verdict, message: str = "", **changes: Any) -> Metric:
         return replace(self, verdict=verdict, message=message, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,7 +163,7 @@ def replace_properties(properties: list[tuple[str, Any]], metrics: list[Metric])
 
 def readable(metric: Metric) -> str:
     """One line a person reads in JUnit XML: '688.4 TFLOP/s; pass; 1.012 x baseline 680.2'."""
-    parts = [f"{format_number(metric.value)} {metric.unit}", metric.verdict]
+    parts = [f"{format_number(metric.value)} {metric.unit}", metric.verdict.value]
     if metric.ratio is not None and metric.baseline is not None:
         parts.append(f"{metric.ratio:.3f} x baseline {format_number(metric.baseline)}")
     if metric.percent_of_peak is not None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rocm_validate.results.metrics import GpuRef, Metric, format_number
+from rocm_validate.results.metrics import GpuRef, Metric, Verdict, format_number
 
 # (own relative spread, a typical peer's relative spread) -> (allowed fraction, how it was
 # derived), or None when the metric is not compared (informational).
@@ -49,13 +49,13 @@ class PeerFinding:
     peers: int
     ratio: float  # value / median of the peers
     allowed: float | None
-    verdict: str  # 'pass' or 'below-peers' (worse than the peers beyond the band)
+    verdict: Verdict  # pass or below-peers (worse than the peers beyond the band)
     message: str = ""
     gpu: GpuRef | None = None
 
     @property
     def flagged(self) -> bool:
-        return self.verdict == "below-peers"
+        return self.verdict == Verdict.BELOW_PEERS
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -133,7 +133,7 @@ def compare(name: str, unit: str, better: str, samples: Sequence[PeerSample], ba
                 others,
                 ratio,
                 allowed,
-                "below-peers" if worse else "pass",
+                Verdict.BELOW_PEERS if worse else Verdict.PASS,
                 message,
                 sample.gpu,
             )
@@ -148,7 +148,7 @@ def gpu_findings(metrics: Iterable[Metric], band_for: Callable[[Metric], Band]) 
     are not compared; `band_for(metric)` gives the band for that metric's name and backend."""
     groups: dict[tuple[str, str, str, str], list[Metric]] = {}
     for metric in metrics:
-        if metric.gpu is None or metric.verdict == "invalid":
+        if metric.gpu is None or metric.verdict == Verdict.INVALID:
             continue
         key = (metric.name, metric.gpu.device_key or "", metric.unit, metric.better)
         groups.setdefault(key, []).append(metric)

@@ -59,8 +59,8 @@ def render(metrics: Sequence[Metric], peers: Sequence[PeerFinding]) -> list[tupl
     ratios = ratio_series(metrics, peers)
     images = []
     for position, title in ((0, "Ratio to baseline, per GPU"), (1, "Ratio to the median of its peers, per GPU")):
-        bars = {
-            name: {gpu: pair[position] for gpu, pair in by_gpu.items() if pair[position] is not None}
+        bars: dict[str, dict[int, float]] = {
+            name: {gpu: ratio for gpu, pair in by_gpu.items() if (ratio := pair[position]) is not None}
             for name, by_gpu in ratios.items()
         }
         bars = {name: values for name, values in bars.items() if values}

@@ -275,6 +275,9 @@ ROLES = ("input", "weight", "grad_output")
 class ScalingState(torch.nn.Module):
     """Delayed-scaling state of one layer: amax history [history_len, roles] and scales [roles]."""
 
+    amax_history: torch.Tensor  # buffers, registered in __init__
+    scale: torch.Tensor
+
     def __init__(self, recipe: DelayedScaling, roles: int = len(ROLES), device: Any = None) -> None:
         super().__init__()
         self.recipe = recipe
@@ -346,7 +349,7 @@ class Fp8Linear(torch.nn.Module):
         in_features: int,
         out_features: int,
         bias: bool = True,
-        formats: tuple[str, str] = ("e4m3fn", "e5m2"),
+        formats: tuple[str, ...] = ("e4m3fn", "e5m2"),
         recipe: DelayedScaling = DelayedScaling(),
         matmul: str = "auto",
         device: Any = None,
@@ -367,7 +370,7 @@ class Fp8Linear(torch.nn.Module):
     def from_linear(
         cls,
         linear: torch.nn.Linear,
-        formats: tuple[str, str],
+        formats: tuple[str, ...],  # (forward, gradient); check_formats says why anything else is refused
         recipe: DelayedScaling = DelayedScaling(),
         matmul: str = "auto",
     ) -> Fp8Linear:

@@ -267,7 +267,8 @@ def llama_config(scale: str) -> Any:
     'tiny' twin, with SDPA attention."""
     import transformers
 
-    return transformers.LlamaConfig(attn_implementation="sdpa", **MODELS["llama-3.1-8b"].config_kwargs(scale))
+    config: Any = transformers.LlamaConfig  # Any: its typed signature leaves out attn_implementation
+    return config(attn_implementation="sdpa", **MODELS["llama-3.1-8b"].config_kwargs(scale))
 
 
 class LlamaBlock(torch.nn.Module):
@@ -283,6 +284,7 @@ class LlamaBlock(torch.nn.Module):
             raise ValueError(f"unknown Llama block {kind!r}; known: {', '.join(BLOCKS)}")
         self.kind = kind
         self.hidden_size: int = config.hidden_size
+        self.block: torch.nn.Module
         if kind == "ffn":
             self.block = modeling_llama.LlamaMLP(config)
         else:
@@ -371,27 +373,29 @@ def wrong_weight_scale(recipe: Fp8Recipe, factor: float = 2.0) -> Iterator[None]
     """While active, the recipe dequantizes its FP8 weights with a scale `factor` times off (the
     scale used to quantize stays right): the bug of a recipe that mixes up its scale and inverse.
     Implemented for torchao and the project's recipe; Transformer Engine keeps its scales in C++."""
+    target: Any
+    planted: Callable[..., Any]
     if recipe.library == "torchao":
         target = import_library("torchao.float8.float8_linear")
         roles = import_library("torchao.float8.float8_training_tensor").GemmInputRole
         original: Callable[..., Any] = target.hp_tensor_to_float8_dynamic
 
-        def planted(*args: Any, **kwargs: Any) -> Any:
+        def planted_dynamic(*args: Any, **kwargs: Any) -> Any:
             cast = original(*args, **kwargs)
             if kwargs.get("gemm_input_role") is roles.WEIGHT:
                 cast._scale = cast._scale / factor  # dequantization divides by _scale
             return cast
 
-        attribute = "hp_tensor_to_float8_dynamic"
+        planted, attribute = planted_dynamic, "hp_tensor_to_float8_dynamic"
     elif recipe.library == "rocm_validate":
         target = fp8.ScalingState
         original = target.cast
 
-        def planted(self: fp8.ScalingState, x: torch.Tensor, role: int, fmt: fp8.Fp8Format) -> Any:
+        def planted_cast(self: fp8.ScalingState, x: torch.Tensor, role: int, fmt: fp8.Fp8Format) -> Any:
             x_fp8, inverse = original(self, x, role, fmt)
             return x_fp8, inverse * factor if role == fp8.ROLES.index("weight") else inverse
 
-        attribute = "cast"
+        planted, attribute = planted_cast, "cast"
     else:
         raise ValueError(
             f"a wrong weight scale can be planted in torchao's and the project's recipes, not {recipe.name}"

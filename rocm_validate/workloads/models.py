@@ -201,7 +201,8 @@ def _config(spec: ModelSpec, scale: str, num_layers: int | None, attn_implementa
         if num_layers < 1:
             raise ModelBuildError(f"num_layers must be at least 1, found {num_layers}")
         kwargs["num_hidden_layers"] = num_layers
-    config_class = transformers.BertConfig if spec.family == "bert" else transformers.LlamaConfig
+    # Any: transformers' typed configs leave out attn_implementation, which every config takes.
+    config_class: Any = transformers.BertConfig if spec.family == "bert" else transformers.LlamaConfig
     return config_class(attn_implementation=attn_implementation, **kwargs)
 
 
@@ -233,7 +234,7 @@ def build_model(
     with torch.random.fork_rng(devices=[target] if target.type == "cuda" else []):
         torch.manual_seed(seed)
         with target:
-            model = model_class(config)
+            model: Any = model_class(config)  # Any: transformers types .to() through a decorator mypy cannot call
     if dtype is not None:
         model = model.to(dtype=dtype)
     batch_maker = mlm_batch if spec.family == "bert" else causal_batch

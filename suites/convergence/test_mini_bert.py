@@ -16,6 +16,7 @@ from rocm_validate.convergence.minibert import CANDIDATES
 from rocm_validate.convergence.plugin import require_rcp
 from rocm_validate.core.session import run_state
 from rocm_validate.errors import ReferenceFailed
+from rocm_validate.results.metrics import Verdict
 
 
 def test_reference_records_convergence_points(mini_bert, pytestconfig, record_rocm_metric):
@@ -33,7 +34,7 @@ def test_reference_records_convergence_points(mini_bert, pytestconfig, record_ro
         "samples",
         better="lower",
         samples=len(samples),
-        verdict="updated",
+        verdict=Verdict.UPDATED,
         message=f"wrote {recorded.path}: {len(samples)} runs, {samples[0]:,} to {samples[-1]:,} samples, "
         f"{recorded.seconds:.0f} s of training; mean {_change(recorded.previous_mean, sum(samples) / len(samples))}",
         extra={"samples_per_seed": list(recorded.samples), "rcp_file": str(recorded.path)},

@@ -18,25 +18,23 @@ from rocm_validate.workloads.shapes import training_dtype
 def test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager(rocm_device, torch_device):
     tokens, hidden = (4096, 1024) if rocm_device.is_gpu else (64, 128)
     results = check_compiled_fused_layers(
-        tokens, hidden, training_dtype(rocm_device.backend), torch_device, rocm_device.backend, rocm_device.arch
+        tokens, hidden, training_dtype(rocm_device.backend), rocm_device, torch_device
     )
     assert_passed(results)
 
 
 def test_compiled_tiny_bert_matches_eager(rocm_device, torch_device):
-    results = check_compiled_model(
-        "bert-large", training_dtype(rocm_device.backend), torch_device, rocm_device.backend, rocm_device.arch
-    )
+    results = check_compiled_model("bert-large", training_dtype(rocm_device.backend), rocm_device, torch_device)
     assert_passed(results)
 
 
 @pytest.mark.requires_gpu
 def test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager_in_float32(rocm_device, torch_device):
-    results = check_compiled_fused_layers(4096, 1024, "float32", torch_device, rocm_device.backend, rocm_device.arch)
+    results = check_compiled_fused_layers(4096, 1024, "float32", rocm_device, torch_device)
     assert_passed(results)
 
 
 @pytest.mark.requires_gpu
 def test_compiled_tiny_bert_matches_eager_in_float32(rocm_device, torch_device):
-    results = check_compiled_model("bert-large", "float32", torch_device, rocm_device.backend, rocm_device.arch)
+    results = check_compiled_model("bert-large", "float32", rocm_device, torch_device)
     assert_passed(results)

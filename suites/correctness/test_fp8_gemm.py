@@ -40,9 +40,7 @@ def test_scaled_mm_is_exact_on_representable_inputs(rocm_device, torch_device, k
 def test_scaled_mm_matches_the_emulation_of_its_operands(rocm_device, torch_device, shape, scaling, out_dtype):
     fmt = _forward_format(rocm_device, scaling, out_dtype)
     problem = gemm_problem(shape, rocm_device.is_gpu)
-    assert_passed(
-        check_scaled_mm(problem, fmt, scaling, out_dtype, torch_device, rocm_device.backend, rocm_device.arch)
-    )
+    assert_passed(check_scaled_mm(problem, fmt, scaling, out_dtype, rocm_device, torch_device))
 
 
 @pytest.mark.parametrize("layout", [layout for layout in LAYOUTS if layout != "contiguous"])
@@ -50,7 +48,5 @@ def test_scaled_mm_matches_the_emulation_of_its_operands(rocm_device, torch_devi
 def test_scaled_mm_accepts_strided_operands(rocm_device, torch_device, layout, scaling, out_dtype):
     fmt = _forward_format(rocm_device, scaling, out_dtype)
     problem = gemm_problem("llama-3.1-8b.qkv", rocm_device.is_gpu)
-    results = check_scaled_mm(
-        problem, fmt, scaling, out_dtype, torch_device, rocm_device.backend, rocm_device.arch, layout
-    )
+    results = check_scaled_mm(problem, fmt, scaling, out_dtype, rocm_device, torch_device, layout)
     assert_passed(results)

@@ -73,9 +73,8 @@ def test_reference_fp8_linear_tracks_nn_linear(rocm_device, torch_device, fp8_fo
         f"reference recipe {'/'.join(fp8_formats)}",
         linear_size(rocm_device.is_gpu),
         training_dtype(rocm_device.backend),
+        rocm_device,
         torch_device,
-        rocm_device.backend,
-        rocm_device.arch,
     )
     assert_passed(results)
 
@@ -88,9 +87,8 @@ def test_reference_fp8_linear_through_scaled_mm_matches_its_emulation(rocm_devic
         fp8_formats,
         linear_size(rocm_device.is_gpu),
         training_dtype(rocm_device.backend),
+        rocm_device,
         torch_device,
-        rocm_device.backend,
-        rocm_device.arch,
     )
     assert_passed(results)
 

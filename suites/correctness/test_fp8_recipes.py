@@ -70,9 +70,7 @@ def _case(rocm_device: Any, name: str, kind: str, compiled: bool = False) -> Rec
 
 def _check(rocm_device: Any, torch_device: Any, case: RecipeCase, check: Callable[..., Any]) -> None:
     """Run a recipe check on this device and fail with every comparison that failed."""
-    found = _run_or_skip_if_missing(
-        lambda: check(case, torch_device, rocm_device.backend, rocm_device.arch), case.recipe
-    )
+    found = _run_or_skip_if_missing(lambda: check(case, rocm_device, torch_device), case.recipe)
     assert_passed(found if isinstance(found, list) else [found])
 
 
@@ -112,9 +110,8 @@ def test_fp8_recipe_linear_tracks_nn_linear(rocm_device, torch_device, recipe):
             chosen.description,
             linear_size(rocm_device.is_gpu),
             training_dtype(rocm_device.backend),
+            rocm_device,
             torch_device,
-            rocm_device.backend,
-            rocm_device.arch,
             context=lambda: fp8_recipes.forward_context(chosen),
         )
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from rocm_validate.core.requirements import attention_skip_reason, scaled_mm_skip_reason
 from rocm_validate.correctness.attention import (
-    CANDIDATE_BACKENDS,
     MASKS,
+    SDPA_KERNELS,
     V_LAYOUTS,
     AttentionCase,
     check_attention,
@@ -31,7 +31,7 @@ def test_gemm_of_any_shape_matches_float64(rocm_device, torch_device, data):
     m, n, k = (data.draw(st.integers(1, top), label=axis) for axis in "mnk")
     dtype = data.draw(st.sampled_from(gemm_dtypes(rocm_device.backend)), label="dtype")
     problem = GemmProblem("fuzz", m, n, k)
-    assert_passed([check_linear(problem, dtype, torch_device, rocm_device.backend, rocm_device.arch)])
+    assert_passed([check_linear(problem, dtype, rocm_device, torch_device)])
 
 
 @pytest.mark.parametrize("scaling", SCALINGS)
@@ -45,15 +45,13 @@ def test_scaled_mm_of_any_aligned_shape_matches_its_emulation(rocm_device, torch
     n, k = (16 * data.draw(st.integers(1, top), label=axis) for axis in "nk")
     fmt = fp8.fp8_format(rocm_device.fp8_formats[0])
     problem = GemmProblem("fuzz", m, n, k)
-    assert_passed(
-        check_scaled_mm(problem, fmt, scaling, "bfloat16", torch_device, rocm_device.backend, rocm_device.arch)
-    )
+    assert_passed(check_scaled_mm(problem, fmt, scaling, "bfloat16", rocm_device, torch_device))
 
 
-@pytest.mark.parametrize("backend", CANDIDATE_BACKENDS)
+@pytest.mark.parametrize("sdpa_kernel", SDPA_KERNELS)
 @given(data=st.data())
-def test_sdpa_of_any_shape_matches_the_float64_golden(rocm_device, torch_device, backend, data):
-    reason = attention_skip_reason(backend, rocm_device)
+def test_sdpa_of_any_shape_matches_the_float64_golden(rocm_device, torch_device, sdpa_kernel, data):
+    reason = attention_skip_reason(sdpa_kernel, rocm_device)
     if reason:
         pytest.skip(reason)
     top = 512 if rocm_device.is_gpu else 80
@@ -71,7 +69,7 @@ def test_sdpa_of_any_shape_matches_the_float64_golden(rocm_device, torch_device,
         v_layout=data.draw(st.sampled_from(V_LAYOUTS), label="v_layout"),
     )
     try:
-        results = check_attention(case, backend, torch_device, rocm_device.backend, rocm_device.arch)
+        results = check_attention(case, sdpa_kernel, rocm_device, torch_device)
     except BackendRefused:
         reject()
     assert_passed(results)

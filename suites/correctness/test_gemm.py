@@ -38,15 +38,15 @@ def blas_library(request, rocm_device):
 @pytest.mark.parametrize("shape", list(GEMM_SHAPES))
 def test_linear_layer_gemm_matches_float64(rocm_device, torch_device, shape, gemm_dtype, blas_library):
     problem = gemm_problem(shape, rocm_device.is_gpu)
-    assert_passed([check_linear(problem, gemm_dtype, torch_device, rocm_device.backend, rocm_device.arch)])
+    assert_passed([check_linear(problem, gemm_dtype, rocm_device, torch_device)])
 
 
 @pytest.mark.rocm_level("quick")
 def test_gemm_on_small_integers_is_exact(rocm_device, torch_device, gemm_dtype, blas_library):
-    assert_passed([check_exact_gemm(gemm_dtype, torch_device, rocm_device.backend, rocm_device.arch)])
+    assert_passed([check_exact_gemm(gemm_dtype, rocm_device, torch_device)])
 
 
 @pytest.mark.requires_gpu
 @pytest.mark.requires_memory(16)
 def test_bf16_gemm_with_an_output_beyond_2_gib_stores_every_row(rocm_device, torch_device, blas_library):
-    assert_passed(check_large_output(torch_device, rocm_device.backend, rocm_device.arch))
+    assert_passed(check_large_output(rocm_device, torch_device))

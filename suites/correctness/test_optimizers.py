@@ -15,7 +15,7 @@ from rocm_validate.correctness.optimizers import ADAMW_VARIANTS, check_adamw, ch
     "variant", [pytest.param(v, marks=pytest.mark.rocm_level("quick")) if v == "fused" else v for v in ADAMW_VARIANTS]
 )
 def test_adamw_matches_the_float64_reference(rocm_device, torch_device, variant, dtype):
-    assert_passed(check_adamw(variant, dtype, torch_device, rocm_device.backend, rocm_device.arch))
+    assert_passed(check_adamw(variant, dtype, rocm_device, torch_device))
 
 
 @pytest.mark.requires_gpu
@@ -37,4 +37,4 @@ def test_apex_fused_lamb_matches_the_reference_lamb(rocm_device, torch_device):
             bias_correction=True,
         )
 
-    assert_passed(check_lamb(make, torch_device, rocm_device.backend, rocm_device.arch))
+    assert_passed(check_lamb(make, rocm_device, torch_device))

@@ -1,11 +1,17 @@
-"""Which suite a test belongs to: its folder under suites/, or its rocm_suite marker."""
+"""The suites: their names and run order, which suite a test belongs to (its folder under
+suites/, or its rocm_suite marker), and which suites a run selects (--rocm-suite)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_validate.core.options import SUITES
-
+# In run order: preflight first (seconds long; a misconfigured host explains what follows).
+SUITES: tuple[str, ...] = ("preflight", "correctness", "perf", "convergence", "collectives")
+# Suites that measure the node as one group (every selected GPU together) rather than each GPU
+# on its own: in a pinned-worker run their tests run once, after every GPU's own tests.
+NODE_WIDE_SUITES: tuple[str, ...] = ("collectives",)
+# Suites whose metrics are gated against stored baselines (named in the command that records them).
+BASELINE_SUITES: tuple[str, ...] = ("perf", "collectives")
 SUITES_FOLDER = "suites"
 RUN_LAST_MARKER = "rocm_run_last"  # a test that must see the whole run (the end-of-run RAS check)
 
