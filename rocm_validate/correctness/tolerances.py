@@ -126,6 +126,10 @@ _PT_SCALED_MM = "PyTorch test_scaled_matmul_cuda.py: fp8 GEMM vs fp32 emulation 
 _PT_SCALED_MM_FP32 = _PT_SCALED_MM + "; fp32 output allowed 3e-3 there (FP8 MMA accumulates in reduced precision)"
 _FP8_PATHS = "same FP8 operands through _scaled_mm and the fp32 emulation: output rounding + accumulation order"
 _TORCHAO = "torchao float8 tests: SQNR of casts and GEMMs >= 25 dB, Float8Linear out >= 20 dB, grads >= 17 dB"
+_MATH_PACKED = (
+    "the math backend per sequence of a nested jagged tensor against the same backend over the masked block: masked "
+    "keys add exact zeros, so only the summation order differs"
+)
 _EPILOGUE = (
     "the unfused eager chain in the same dtype as reference (GEMM, then F.gelu / F.relu): PyTorch's own "
     "_addmm_activation tests compare with it; fused epilogues round once where it rounds twice"
@@ -568,6 +572,16 @@ RULES: tuple[Rule, ...] = (
             ("mem_efficient", 8.5, _PT_MEM_EFF + _H100_NORMS),
             ("cudnn", 4, _PT_CUDNN + _H100_NORMS),
         )
+    ),
+    # --- the math backend on packed sequences (nested jagged tensors): the reference's own kernel, per sequence ---
+    *(
+        Rule(
+            f"sdpa.math.{part}",
+            _t(4, source=_MATH_PACKED, min_sqnr_db=SDPA_MIN_SQNR_DB, model=model, k_norm=4),
+            **where,
+        )
+        for part in ("out", "grad_q", "grad_k", "grad_v")
+        for model, where in ((SDPA_GPU, {}), (SDPA_CPU, {"backend": "cpu"}))
     ),
     # --- dense GEMM (F.linear through the BLAS library); reference = the golden correctly rounded ---
     Rule("gemm.bfloat16", _t(8, atol=0.0, source=_GEMM_LOW, model=GEMM_LOW, k_norm=4)),
