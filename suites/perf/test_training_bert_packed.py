@@ -27,14 +27,14 @@ def packed_bert(model_builder, perf_context) -> tuple[TrainingSetup, tuple[tuple
     return training_setup(build, len(packs), batch=batch), packs
 
 
-def test_bert_large_packed_training_step(perf, record_rocm_metric, packed_bert) -> None:
+def test_bert_large_packed_training_step(perf, packed_bert) -> None:
     setup, packs = packed_bert
     sequences = sum(len(pack) for pack in packs)
     measured = perf.measure(setup.step, **STEP_PLANS[perf.scale])
     prefix = f"train.{setup.label}.packed"
     perf.throughput(f"{prefix}.samples_per_s", measured, sequences, "samples/s")
     perf.throughput(f"{prefix}.model_tflops", measured, setup.flops_per_step, "TFLOP/s", peak="bf16")
-    record_rocm_metric(f"{prefix}.packing_factor", packing_factor(packs), "sequences/pack")
+    perf.record(f"{prefix}.packing_factor", packing_factor(packs), "sequences/pack", "higher")
     if perf.device.is_gpu:
         perf.record(f"{prefix}.peak_memory", peak_memory_gib(setup.step), "GiB", "lower")
     loss = setup.step().item()
