@@ -34,7 +34,7 @@ FILE = options.OptionSpec(
     "rocm_tunableop_file",
     "PYTORCH_TUNABLEOP_FILENAME",
     "a PyTorch TunableOp results file to validate on this stack: its validators, and every entry's solution "
-    "against float64 and against the default GEMM ('%d' or no suffix: one file per GPU, as TunableOp reads it)",
+    "against float64 and against the default GEMM (each GPU reads the file TunableOp would: its ordinal inserted)",
     "PATH",
 )
 # TunableOp's environment switches win over its Python API (Tunable.cpp reads them first).
