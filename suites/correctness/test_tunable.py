@@ -20,7 +20,7 @@ from rocm_validate.workloads.tunableop_results import ignored_message, validator
 # file must be read before this process tunes the suite's own shapes.
 
 
-def test_tunableop_results_file_is_used_by_this_stack(torch_device, tunableop_results_file, tunableop_scratch):
+def test_tunableop_results_file_is_used_by_this_stack(tunableop_scratch, torch_device, tunableop_results_file):
     found = tunableop_results_file
     with tunableop_session(tunableop_scratch, tuning=False) as session:
         running = session.register_validators(torch_device)
@@ -32,7 +32,7 @@ def test_tunableop_results_file_is_used_by_this_stack(torch_device, tunableop_re
 
 
 def test_tunableop_results_file_entries_match_float64(
-    request, rocm_device, torch_device, tunableop_results_file, tunableop_switchable
+    request, tunableop_scratch, rocm_device, torch_device, tunableop_results_file, tunableop_switchable
 ):
     found = tunableop_results_file
     held = file_conflicts(found.results)

@@ -12,7 +12,7 @@ import pytest
 
 from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.requirements import not_validated, scaled_mm_skip_reason
-from rocm_validate.perf.kernels import gemm_kernel, gemm_operands, gemm_set_bytes
+from rocm_validate.perf.kernels import check_gemm_tile, gemm_kernel, gemm_operands, gemm_set_bytes
 from rocm_validate.perf.timing import sustained_changes
 from rocm_validate.perf.tuning import TIMED_ENTRIES, slower_message, tuned_speedup
 from rocm_validate.workloads.shapes import GEMM_BENCHMARKS, GemmBenchmark
@@ -50,7 +50,7 @@ def _entry_bytes(gemm: EntryGemm) -> int:
 
 
 def test_tunableop_results_file_entries_are_not_slower_than_default(
-    perf, record_rocm_metric, rocm_device, torch_device, tunableop_switchable, tunableop_results_file
+    tunableop_scratch, perf, record_rocm_metric, rocm_device, torch_device, tunableop_switchable, tunableop_results_file
 ):
     found = tunableop_results_file
     held = conflicts({e.key: e.solution for e in found.results.entries}, results_table())
@@ -96,9 +96,11 @@ def test_tunableop_speedup_over_the_default_gemm(
         lambda _i: gemm_operands(dtype, m, n, k, torch_device, fp8_format), gemm_set_bytes(dtype, m, n, k)
     )
     kernel = gemm_kernel(dtype, torch_device)
+    a, b = rotation.sets[0]
     with tunableop_session(tunableop_switchable, tuning=True) as session:
-        _, selected = session.call(lambda: kernel(*rotation.sets[0]))
+        tuned, selected = session.call(lambda: kernel(a, b))
         measured = _interleaved(perf, session, lambda: kernel(*rotation.next()), sustained_changes(rocm_device.backend))
+    check_gemm_tile(tuned, a, b, dtype)  # the timed solution computes the right thing (float64 outside TunableOp)
     metric = perf.speedup(f"gemm.tunableop.{dtype}.{m}x{n}x{k}", measured["tuned"], measured["default"])
     message = slower_message(f"{dtype} {m}x{n}x{k} [TunableOp: {_selected(selected)}]", metric.value, metric.dispersion)
     if message:
