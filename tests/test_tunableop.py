@@ -372,3 +372,22 @@ def test_a_missing_results_file_fails_as_configuration_naming_the_file_tunableop
     result.stdout.fnmatch_lines(
         ["*--rocm-tunableop-file=gone.csv: no TunableOp results file for GPU 1; looked for *gone.csv, *gone1.csv*"]
     )
+
+
+def test_a_wrong_solution_tuned_for_attention_bmm_fails_and_names_it(fake, cpu, tmp_path, monkeypatch):
+    from rocm_validate.correctness.tunable import attention_gemms, check_tuned_bmm
+
+    original, wrong = torch.bmm, wrong_when_tuned(fake, 1.01)["bmm"]
+
+    def tuned_bmm(a, b):
+        fake.table.setdefault(("GemmStridedBatchedTunableOp_float_TN", "tn_64_64_64_B_4"), ("Gemm_Bad_5", 0.01))
+        return wrong(a, b)
+
+    monkeypatch.setattr(torch, "bmm", tuned_bmm)
+    gemms = attention_gemms(is_gpu=False, dtype="float32")
+    with tunableop.tunableop_session(tmp_path, tuning=True) as session:
+        bad = check_tuned_bmm("scores", gemms["scores"], cpu, CPU, session)
+    assert not bad.passed and "attention scores" in bad.check and "-> Gemm_Bad_5" in bad.check
+    monkeypatch.setattr(torch, "bmm", original)
+    with tunableop.tunableop_session(tmp_path, tuning=True) as session:
+        assert check_tuned_bmm("context", gemms["context"], cpu, CPU, session).passed

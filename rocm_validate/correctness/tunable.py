@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from rocm_validate.correctness.compare import Comparison
 from rocm_validate.correctness.gemm import judge_linear, judge_product, linear_operands
 from rocm_validate.platform.devices import DeviceInfo
-from rocm_validate.workloads.shapes import GemmProblem
+from rocm_validate.workloads.shapes import GemmProblem, attention_size
 from rocm_validate.workloads.tunableop import (
     Selected,
     TunableOpSession,
@@ -36,7 +36,7 @@ from rocm_validate.workloads.tunableop import (
     entry_operands,
     results_table,
 )
-from rocm_validate.workloads.tunableop_results import ResultsEntry, ResultsFile, entry_gemm
+from rocm_validate.workloads.tunableop_results import EntryGemm, ResultsEntry, ResultsFile, entry_gemm
 
 
 def selected_label(selected: Sequence[Selected]) -> str:
@@ -62,6 +62,36 @@ def check_tuned_linear(
     with session.outside():
         comparison = judge_linear(problem, dtype, operands, candidate, device.backend, device.arch, bias)
     return dataclasses.replace(comparison, check=f"{comparison.check} {selected_label(selected)}")
+
+
+def attention_gemms(is_gpu: bool, dtype: str) -> dict[str, EntryGemm]:
+    """BERT-L attention's batched GEMMs at the suite's attention size: the scores q k^T (k read
+    transposed) and the context p v."""
+    size = attention_size(64, is_gpu)
+    batch = size.batch * size.heads
+    return {
+        "scores": EntryGemm("torch.bmm", dtype, size.seq, size.seq, 64, batch, b_transposed=True),
+        "context": EntryGemm("torch.bmm", dtype, size.seq, 64, size.seq, batch),
+    }
+
+
+def check_tuned_bmm(
+    name: str, gemm: EntryGemm, device: DeviceInfo, torch_device: Any, session: TunableOpSession
+) -> Comparison:
+    """A batched GEMM of attention through the solution TunableOp tunes for it, against float64."""
+    operands = entry_operands(gemm, torch_device)
+    candidate, selected = session.call(entry_call(gemm, operands))
+    with session.outside():
+        return judge_product(
+            f"gemm.{gemm.dtype} [attention {name}: {gemm.describe()}] {selected_label(selected)}",
+            gemm.dtype,
+            operands.a,
+            operands.b,
+            None,
+            candidate,
+            device.backend,
+            device.arch,
+        )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,13 @@ import pytest
 from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.requirements import not_validated
 from rocm_validate.correctness.compare import assert_passed
-from rocm_validate.correctness.tunable import check_entries, check_tuned_linear, file_conflicts
+from rocm_validate.correctness.tunable import (
+    attention_gemms,
+    check_entries,
+    check_tuned_bmm,
+    check_tuned_linear,
+    file_conflicts,
+)
 from rocm_validate.workloads.shapes import GEMM_SHAPES, gemm_problem
 from rocm_validate.workloads.tunableop import tunableop_session
 from rocm_validate.workloads.tunableop_results import ignored_message, validator_mismatches
@@ -59,4 +65,14 @@ def test_tunableop_selected_gemm_matches_float64(
     problem = gemm_problem(shape, rocm_device.is_gpu)
     with tunableop_session(tunableop_switchable, tuning=True) as session:
         comparison = check_tuned_linear(problem, gemm_dtype, bias == "bias", rocm_device, torch_device, session)
+    assert_passed([comparison])
+
+
+@pytest.mark.parametrize("gemm", ["scores", "context"])
+def test_tunableop_selected_attention_bmm_matches_float64(
+    rocm_device, torch_device, tunableop_switchable, gemm, gemm_dtype
+):
+    batched = attention_gemms(rocm_device.is_gpu, gemm_dtype)[gemm]
+    with tunableop_session(tunableop_switchable, tuning=True) as session:
+        comparison = check_tuned_bmm(gemm, batched, rocm_device, torch_device, session)
     assert_passed([comparison])
