@@ -5,6 +5,7 @@ against float64 with the default path's bounds. GPU only: TunableOp tunes GPU BL
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
@@ -50,6 +51,9 @@ def test_tunableop_results_file_entries_match_float64(
             )
         outcomes = check_entries(found.results, rocm_device, torch_device, session, held)
     request.node.user_properties.append(("tunableop_entries", json.dumps([o.to_dict() for o in outcomes])))
+    skipped = [f"{o.entry.describe()}: {o.not_checked}" for o in outcomes if o.comparison is None]
+    if skipped:
+        warnings.warn(f"{len(skipped)} entries of {found.path} not checked:\n" + "\n".join(skipped), stacklevel=1)
     judged = [o.comparison for o in outcomes if o.comparison is not None]
     if not judged:
         reasons = sorted({o.not_checked for o in outcomes}) or ["the file holds no entries"]
