@@ -206,6 +206,50 @@ WRONG_COMPILE_LEAN = wrong_plugin(
 )
 
 
+# The BLAS-Lt GELU epilogue computing the other GELU: the exact one where the tanh approximation is
+# claimed (GPUs), the tanh approximation where the exact one is (the CPU).
+WRONG_EPILOGUE_GELU = wrong_plugin(
+    "torch",
+    "_addmm_activation",
+    """
+    def wrong(bias, x, w, *args, use_gelu=False, **kwargs):
+        if not use_gelu:
+            return original(bias, x, w, *args, use_gelu=use_gelu, **kwargs)
+        z = torch.addmm(bias, x, w)
+        return torch.nn.functional.gelu(z.float(), approximate="none" if z.is_cuda else "tanh").to(z.dtype)
+""",
+)
+
+# A fused attention kernel that reads a boolean mask one token off: every query also sees the key
+# just before it, so the first token of each packed sequence sees the previous sequence's last.
+WRONG_PACKED_MASK = wrong_plugin(
+    "torch.nn.functional",
+    "scaled_dot_product_attention",
+    """
+    def wrong(query, key, value, attn_mask=None, *args, **kwargs):
+        if attn_mask is not None and attn_mask.dtype == torch.bool and not torch.backends.cuda.math_sdp_enabled():
+            below = torch.ones(attn_mask.shape[-1] - 1, dtype=torch.bool, device=attn_mask.device).diag(-1)
+            attn_mask = attn_mask | below
+        return original(query, key, value, attn_mask, *args, **kwargs)
+""",
+)
+
+# TunableOp selects a solution 1% off (computed in float32, scaled, rounded once) for every linear
+# layer it runs; the default path stays right.
+WRONG_TUNED_SOLUTION = wrong_plugin(
+    "torch.nn.functional",
+    "linear",
+    """
+    def wrong(x, weight, bias=None):
+        out = original(x, weight, bias)
+        if not (x.is_cuda and torch.cuda.tunable.is_enabled()):
+            return out
+        exact = original(x.float(), weight.float(), None if bias is None else bias.float())
+        return (exact * 1.01).to(out.dtype)
+""",
+)
+
+
 @dataclass(frozen=True)
 class PlantedBug:
     """A bug, the suite file that must catch it and the tests of that file to run."""
@@ -214,6 +258,7 @@ class PlantedBug:
     plugin: str
     suite_file: str
     keyword: str
+    gpu_only: bool = False  # its check needs a GPU (TunableOp): not planted on the CPU
 
 
 BUGS = (
@@ -229,6 +274,9 @@ BUGS = (
     PlantedBug("layer-norm-0.1-percent", WRONG_LAYER_NORM_SCALE, "test_blocks.py", "layer_norm"),
     PlantedBug("gelu-tanh-for-erf", WRONG_GELU_APPROXIMATION, "test_blocks.py", "gelu and not tanh"),
     PlantedBug("compiled-lean-0.2-percent", WRONG_COMPILE_LEAN, "test_compiled.py", "compiled"),
+    PlantedBug("epilogue-other-gelu", WRONG_EPILOGUE_GELU, "test_epilogues.py", "addmm_gelu"),
+    PlantedBug("packed-mask-one-token-off", WRONG_PACKED_MASK, "test_packed_attention.py", "mask"),
+    PlantedBug("tunableop-solution-1-percent", WRONG_TUNED_SOLUTION, "test_tunable.py", "selected", gpu_only=True),
 )
 
 
@@ -280,7 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="the --rocm-device to run on (default cpu)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    chosen = [bug for bug in BUGS if not args.names or bug.name in args.names]
+    chosen = [
+        bug
+        for bug in BUGS
+        if (not args.names or bug.name in args.names) and not (bug.gpu_only and args.device == "cpu")
+    ]
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         for bug in chosen:

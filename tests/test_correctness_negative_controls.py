@@ -43,6 +43,8 @@ WRONG_FUSED_ATTENTION = _BUGS.WRONG_FUSED_ATTENTION
 WRONG_LAYER_NORM_SCALE = _BUGS.WRONG_LAYER_NORM_SCALE
 WRONG_GELU_APPROXIMATION = _BUGS.WRONG_GELU_APPROXIMATION
 WRONG_COMPILE_LEAN = _BUGS.WRONG_COMPILE_LEAN
+WRONG_EPILOGUE_GELU = _BUGS.WRONG_EPILOGUE_GELU
+WRONG_PACKED_MASK = _BUGS.WRONG_PACKED_MASK
 
 
 @pytest.fixture
@@ -188,3 +190,18 @@ def test_compiled_layers_leaning_two_parts_in_a_thousand_fail(run_suite_with):
     result = run_suite_with(WRONG_COMPILE_LEAN, "test_compiled.py", "layer_norm_gelu and not in_float32")
     result.assert_outcomes(failed=1)
     assert_numerics_failure(result, "compiled.layer_norm.out [Inductor, 64x128, float32]", "away from zero = ")
+
+
+def test_a_gelu_epilogue_computing_the_other_gelu_fails(run_suite_with):
+    result = run_suite_with(WRONG_EPILOGUE_GELU, "test_epilogues.py", "addmm_gelu and float32")
+    result.assert_outcomes(failed=1)
+    assert_numerics_failure(
+        result, "epilogue.addmm_gelu.out [64x64x256, float32, claims gelu_erf]", "Against the float32 error model:"
+    )
+
+
+def test_a_fused_attention_reading_the_packed_mask_one_token_off_fails_naming_the_sequence(run_suite_with):
+    result = run_suite_with(WRONG_PACKED_MASK, "test_packed_attention.py", "mask-flash")
+    result.assert_outcomes(failed=1)
+    assert_failure_report(result, "packed.mask-flash.out [4 blocks of 64 tokens (64 | 37+27 | 25+23+16 | 1+31+32)")
+    assert "worst in block " in result.stdout.str()

@@ -9,5 +9,6 @@ stuck in native code), header (what the run validates and how to repeat it), col
 and metrics into the table and the JSON report), categorize (each failure's triage category),
 hookspec (the hooks other plugins implement), node and node_facts (whole-node runs: the wiring,
 and the facts handed to each worker), pinning (which visibility variable pins a process),
-scheduling (the pytest-xdist scheduler of a node run).
+scheduling (the pytest-xdist scheduler of a node run), tunableop_file (the TunableOp results
+file a run names, and its fixtures).
 """

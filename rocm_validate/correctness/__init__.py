@@ -4,5 +4,7 @@ module per family of checks: attention (SDPA kernels), gemm and blas (dense GEMM
 library), fp8 (casts, `_scaled_mm`, FP8 linears and recipes), blocks (the building blocks of
 BERT-L and Llama), layers (compiled and autocast layers), graphs (graph replay), optimizers and
 optim_reference (fused AdamW and LAMB against a float64 reference), repeatability (bit-for-bit
-repeats under sustained load, memory patterns). Every check takes the device's `DeviceInfo`
+repeats under sustained load, memory patterns), tunable (every solution TunableOp selects, and a
+user's results file), epilogues (fused GEMM epilogues with the GELU each claims), packed
+(attention over packed sequences, each sequence against its own golden). Every check takes the device's `DeviceInfo`
 and its torch device: `check_x(..., device, torch_device)`."""

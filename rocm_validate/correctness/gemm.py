@@ -21,29 +21,58 @@ from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.shapes import GemmProblem
 
 
-def _operands(problem: GemmProblem, dtype: torch.dtype, torch_device: Any, seed: int) -> list[torch.Tensor]:
-    """Seeded x [m, k], W [n, k] and bias [n], drawn on the device (fast at real sizes)."""
-    g = torch.Generator(device=torch_device).manual_seed(seed)
+def linear_operands(problem: GemmProblem, dtype: str, device: Any, seed: int = 0) -> list[torch.Tensor]:
+    """Seeded x [m, k], W [n, k] and bias [n] in `dtype`, drawn on the device (fast at real sizes)."""
+    torch_dtype = getattr(torch, dtype)
+    g = torch.Generator(device=device).manual_seed(seed)
     shapes = ((problem.m, problem.k), (problem.n, problem.k), (problem.n,))
-    return [torch.randn(*shape, generator=g, device=torch_device).to(dtype) for shape in shapes]
+    return [torch.randn(*shape, generator=g, device=device).to(torch_dtype) for shape in shapes]
+
+
+def judge_product(
+    check: str,
+    dtype: str,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    candidate: torch.Tensor,
+    device: DeviceInfo,
+) -> Comparison:
+    """A candidate for a @ b (+ bias), batched or not, against float64 computed outside the call
+    under test, measured against the correctly rounded result."""
+    golden = a.double() @ b.double()
+    magnitude = a.double().abs() @ b.double().abs()
+    if bias is not None:
+        golden, magnitude = golden + bias.double(), magnitude + bias.double().abs()
+    return compare(
+        check,
+        candidate,
+        golden,
+        tolerance_for(f"gemm.{dtype}", device.backend, device.arch),
+        golden.to(getattr(torch, dtype)),
+        magnitude=magnitude,
+        terms=a.shape[-1],
+    )
+
+
+def judge_linear(
+    problem: GemmProblem,
+    dtype: str,
+    operands: list[torch.Tensor],
+    candidate: torch.Tensor,
+    device: DeviceInfo,
+    bias: bool = True,
+) -> Comparison:
+    """A candidate for x W^T (+ b) against float64 (see judge_product)."""
+    x, w, b = operands
+    label = f"gemm.{dtype} [{problem.describe()}{'' if bias else ', no bias'}]"
+    return judge_product(label, dtype, x, w.t(), b if bias else None, candidate, device)
 
 
 def check_linear(problem: GemmProblem, dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0) -> Comparison:
     """F.linear on the device in `dtype` vs float64, measured against the correctly rounded result."""
-    torch_dtype = getattr(torch, dtype)
-    x, w, b = _operands(problem, torch_dtype, torch_device, seed)
-    candidate = F.linear(x, w, b)
-    golden = x.double() @ w.double().t() + b.double()
-    reference = golden.to(torch_dtype)
-    return compare(
-        f"gemm.{dtype} [{problem.describe()}]",
-        candidate,
-        golden,
-        tolerance_for(f"gemm.{dtype}", device.backend, device.arch),
-        reference,
-        magnitude=x.double().abs() @ w.double().abs().t() + b.double().abs(),
-        terms=problem.k,
-    )
+    operands = linear_operands(problem, dtype, torch_device, seed)
+    return judge_linear(problem, dtype, operands, F.linear(*operands), device)
 
 
 def small_integers(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:

@@ -128,6 +128,14 @@ _PT_SCALED_MM = "PyTorch test_scaled_matmul_cuda.py: fp8 GEMM vs fp32 emulation 
 _PT_SCALED_MM_FP32 = _PT_SCALED_MM + "; fp32 output allowed 3e-3 there (FP8 MMA accumulates in reduced precision)"
 _FP8_PATHS = "same FP8 operands through _scaled_mm and the fp32 emulation: output rounding + accumulation order"
 _TORCHAO = "torchao float8 tests: SQNR of casts and GEMMs >= 25 dB, Float8Linear out >= 20 dB, grads >= 17 dB"
+_MATH_PACKED = (
+    "the math backend per sequence of a nested jagged tensor against the same backend over the masked block: masked "
+    "keys add exact zeros, so only the summation order differs"
+)
+_EPILOGUE = (
+    "the unfused eager chain in the same dtype as reference (GEMM, then F.gelu / F.relu): PyTorch's own "
+    "_addmm_activation tests compare with it; fused epilogues round once where it rounds twice"
+)
 _GEMM_LOW = "reference = golden correctly rounded; split-K reductions in the dtype add a few ulps"
 _FP8_LINEAR_OUT = (
     "delayed-scaling E4M3 linear vs nn.Linear in float64: healthy 28.6 dB (x86 CPU, torch 2.13); "
@@ -301,6 +309,20 @@ AUTOCAST_LAYER = ErrorModel(
     source=f"error norms at most 0.6 u of bf16 on the {_H100} and the {_X86}; the lean beyond math "
     "attention's is bounded",
 )
+# Fused GEMM epilogues (rocm_validate.correctness.epilogues): a dense layer's output rounds once
+# after a float32 epilogue (twice where the pre-activation is rounded first), its gradients a few
+# times; bf16 GEMMs add GEMM_LOW's split-K allowance, and the accumulated error runs over K.
+EPILOGUE = ErrorModel(
+    rounding=2,
+    spread=8,
+    scale=8,
+    accumulation=2,
+    growth="sqrt",
+    source=f"dense + bias + activation: a GEMM_LOW bound carried through the activation's slope and curvature "
+    f"(magnitudes); healthy paths reached 0.32 of the output bound and 0.02 of the gradients' on the {_X86} "
+    "(fp32 and bf16); the GPU coefficients are GEMM_LOW's, not yet measured on a GPU",
+)
+EPILOGUE_GRAD = dataclasses.replace(EPILOGUE, rounding=4, accumulation=4)
 # Building blocks: an output rounds twice at most (a float32 result, then the dtype), a gradient up
 # to four times. Per block, in the order of the columns below:
 # - float32 accumulation over K terms (the row, the vocabulary, the tokens of a weight gradient),
@@ -553,6 +575,16 @@ RULES: tuple[Rule, ...] = (
             ("cudnn", 4, _PT_CUDNN + _H100_NORMS),
         )
     ),
+    # --- the math backend on packed sequences (nested jagged tensors): the reference's own kernel, per sequence ---
+    *(
+        Rule(
+            f"sdpa.math.{part}",
+            _t(4, source=_MATH_PACKED, min_sqnr_db=SDPA_MIN_SQNR_DB, model=model, k_norm=4),
+            backend=backend,
+        )
+        for part in ("out", "grad_q", "grad_k", "grad_v")
+        for model, backend in ((SDPA_GPU, "*"), (SDPA_CPU, "cpu"))
+    ),
     # --- dense GEMM (F.linear through the BLAS library); reference = the golden correctly rounded ---
     Rule("gemm.bfloat16", _t(8, atol=0.0, source=_GEMM_LOW, model=GEMM_LOW, k_norm=4)),
     Rule("gemm.float16", _t(8, atol=0.0, source=_GEMM_LOW, model=GEMM_LOW, k_norm=4)),
@@ -570,6 +602,9 @@ RULES: tuple[Rule, ...] = (
     Rule("fp8_linear.grad_input", _t(None, atol=0.0, min_sqnr_db=22.5, source=_FP8_LINEAR_GRAD, model=FP8_LEAN)),
     Rule("fp8_linear.grad_weight", _t(None, atol=0.0, min_sqnr_db=22.5, source=_FP8_LINEAR_GRAD, model=FP8_LEAN)),
     Rule("fp8_linear.paths", _t(0, atol=0.0, source=_FP8_PATHS, rtol=1e-2)),
+    # --- fused GEMM epilogues vs the float64 chain with the activation each path claims; reference = unfused eager ---
+    Rule("epilogue.out", _t(8, atol=0.0, source=_EPILOGUE, model=EPILOGUE, k_norm=4)),
+    Rule("epilogue.grad", _t(16, atol=0.0, source=_EPILOGUE, model=EPILOGUE_GRAD, k_norm=8)),
     # --- optimizers, after 20 steps, vs the float64 reference; reference = for-loop in the same dtype ---
     Rule("adamw.param", _t(4, atol=1e-7, source=_OPTIM, k_norm=4, model=OPTIMIZER)),
     Rule("adamw.state", _t(4, atol=1e-7, source=_OPTIM, k_norm=4, model=OPTIMIZER)),

@@ -7,6 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8")
+# Norm-wise relative error of one output tile against float64: a few times the rounding of each
+# output format (reduced-precision split-K reductions included), far below a wrong kernel's ~1;
+# fp32's 1e-4 also catches TF32 left on (about 1e-3).
+TILE_TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "fp32": 1e-4, "fp8": 2e-2}
 
 
 def gemm_set_bytes(dtype: str, m: int, n: int, k: int) -> int:
@@ -39,3 +43,15 @@ def gemm_kernel(dtype: str, device: Any) -> Callable[[Any, Any], Any]:
         return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
     return scaled_mm
+
+
+def check_gemm_tile(product: Any, a: Any, b: Any, dtype: str) -> None:
+    """The timed kernel computes the right thing: a 64x64 tile of `product` = a @ b against a
+    float64 product, within TILE_TOLERANCE[dtype]."""
+    import torch
+
+    tile = product[:64, :64].double()
+    reference = a[:64].float().double() @ b[:, :64].float().double()
+    error = (torch.linalg.vector_norm(tile - reference) / torch.linalg.vector_norm(reference)).item()
+    allowed = TILE_TOLERANCE[dtype]
+    assert error <= allowed, f"GEMM output tile is off by {error:.2e} (norm-wise relative), allowed {allowed:.0e}"

@@ -60,13 +60,19 @@ def training_step(model: Any, batch: dict[str, Any], optimizer: Any) -> Callable
     return step
 
 
-def training_setup(build: ModelBuild, batch_size: int, lr: float = 1e-4) -> TrainingSetup:
-    """Fused AdamW over the build's parameters and its batch, resident on the device."""
+def training_setup(
+    build: ModelBuild, batch_size: int, lr: float = 1e-4, batch: dict[str, Any] | None = None
+) -> TrainingSetup:
+    """Fused AdamW over the build's parameters and its batch (or `batch`, e.g. packed sequences),
+    resident on the device."""
     import torch
 
     model = build.model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)
-    batch = build.make_batch(batch_size, seed=0)
+    if batch is None:
+        batch = build.make_batch(batch_size, seed=0)
+    else:
+        batch = {key: value.to(build.device, non_blocking=True) for key, value in batch.items()}
     return TrainingSetup(build, batch_size, batch, optimizer, training_step(model, batch, optimizer))
 
 
