@@ -447,3 +447,23 @@ def test_a_batch_size_that_is_not_a_whole_number_fails_the_set_as_configuration(
     score = mlperf.score_run_set(write_set(tmp_path, spread(2_450_000, 3), batch=batch), compliance=False)
     assert f"global_batch_size must be a whole number of samples, found {batch!r}" in score.rcp.message
     assert score.failure_category == "configuration"
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda text: text.replace('"key": "run_start"', '"key": "run_begun"'), "run_stop without a run_start"),
+        (lambda text: text.replace('"time_ms": 1700000602000, ', '"time_ms": 1600000000000, '), "precedes run_start"),
+    ],
+    ids=["no-run-start", "stop-before-start"],
+)
+def test_a_run_without_a_time_to_train_is_not_accepted(tmp_path, edit, problem):
+    folder = write_set(tmp_path, spread(2_450_000), batch=448)
+    path = folder / "result_0.txt"
+    edited = edit(path.read_text())
+    assert edited != path.read_text()
+    path.write_text(edited)
+    score = mlperf.score_run_set(folder, compliance=False)
+    run = score.runs[0]
+    assert problem in run.message() and run.failure_category == "configuration"
+    assert score.olympic_mean_minutes == mlperf.olympic_mean([r.minutes for r in score.runs[1:]], dropped=1)

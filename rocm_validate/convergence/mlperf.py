@@ -662,7 +662,7 @@ def _stage_run(
     A file with unreadable lines is staged as a stand-in holding only its benchmark and batch
     size, which the checker counts as a run that did not converge.
     """
-    problems = list(parsed.problems)
+    problems = [*parsed.problems, *_timing_problems(parsed)]
     if problems:
         problems[-1] += "; the file is not accepted and counts as a run that did not converge"
     _write_stage(copy, parsed, stand_in=bool(problems))
@@ -690,6 +690,21 @@ def _stage_run(
             )
         )
     return run_facts(path, parsed, view, problems, notes, ruleset)
+
+
+def _timing_problems(parsed: ParsedLog) -> list[str]:
+    """A run that stopped has a time to train: a run_start before its run_stop. (The RCP checker
+    reads no timestamps, so without this such a run would converge with no minutes to average.)"""
+    start, stop = parsed.first("run_start"), parsed.first("run_stop")
+    if stop is None or not parsed.lines:
+        return []
+    if start is None:
+        return [f"line {stop.lineno}: run_stop without a run_start: no time to train"]
+    if stop.time_ms < start.time_ms:
+        return [
+            f"line {stop.lineno}: run_stop (time_ms {stop.time_ms:.0f}) precedes run_start (time_ms {start.time_ms:.0f})"
+        ]
+    return []
 
 
 def _write_stage(copy: Path, parsed: ParsedLog, stand_in: bool) -> None:
