@@ -1,5 +1,6 @@
 """The rocm-validate command."""
 
+import errno
 import json
 import shutil
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rocm_validate.cli import main as cli
+from rocm_validate.platform import offline
 from rocm_validate.results import jsonfile
 from rocm_validate.results.report import DEVICES_SCHEMA
 
@@ -141,3 +143,81 @@ def test_bundle_on_a_node_without_any_gpu_tool_is_a_one_line_error_with_the_mani
         "rocm-validate bundle: error: no GPU tool printed anything (amd-smi, nvidia-smi, rocm-smi, rocminfo)"
     )
     assert {o["status"] for o in json.loads((tmp_path / "node" / "bundle.json").read_text())["outputs"]} == {"missing"}
+
+
+def one_line_error(capsys, *args):
+    """Run `rocm-validate bundle ...`; its exit status and the one line it printed on stderr."""
+    status = cli.main(["bundle", *map(str, args)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return status, err.rstrip()
+
+
+def test_bundle_refuses_a_folder_that_holds_another_nodes_outputs_and_leaves_them_alone(tmp_path, capsys, node_tools):
+    other = _bundle(tmp_path / "node-07", **{"amd-smi-static.json": "amd-smi-static-mi300x-cpx-nps4-64dev.json"})
+    before = (other / "amd-smi-static.json").read_bytes()
+    status, err = one_line_error(capsys, other)
+    assert status == 2
+    assert err == (
+        f"rocm-validate bundle: error: {other} already holds amd-smi-static.json; `rocm-validate devices --from` "
+        "would describe those together with this node's outputs: name a new or empty folder"
+    )
+    assert sorted(p.name for p in other.iterdir()) == ["amd-smi-static.json"]
+    assert (other / "amd-smi-static.json").read_bytes() == before
+
+
+def test_bundle_writes_into_an_empty_folder(tmp_path, capsys, node_tools):
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["bundle", str(tmp_path / "empty")]) == 0
+    assert (tmp_path / "empty" / "bundle.json").is_file()
+
+
+def test_bundle_under_a_path_through_a_file_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("x")
+    status, err = one_line_error(capsys, tmp_path / "notes.txt" / "node")
+    assert status == 2
+    assert err.startswith(f"rocm-validate bundle: error: cannot use {tmp_path / 'notes.txt' / 'node'}: ")
+    assert err.endswith("Not a directory; name a folder you can write to")
+
+
+def test_bundle_into_a_folder_it_may_not_create_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    target = tmp_path / "readonly" / "node"
+
+    def refuse(self, *args, **kwargs):  # root writes anywhere: the refusal is injected
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    status, err = one_line_error(capsys, target)
+    assert status == 2
+    assert (
+        err
+        == f"rocm-validate bundle: error: cannot use {target}: {target}: Permission denied; name a folder you can write to"
+    )
+
+
+@pytest.mark.parametrize("failing", ["rocminfo.txt", offline.MANIFEST])
+def test_a_write_that_fails_midway_is_a_one_line_error_saying_the_folder_is_partial(
+    tmp_path, capsys, monkeypatch, node_tools, failing
+):
+    write_text = Path.write_text
+
+    def disk_full(self, *args, **kwargs):
+        if self.name == failing:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    folder = tmp_path / "node"
+    status, err = one_line_error(capsys, folder)
+    assert status == 2
+    assert err == (
+        f"rocm-validate bundle: error: cannot write the bundle: {folder / failing}: No space left on device; "
+        f"{folder} now holds part of a bundle: remove it, then rerun naming a folder on a writable disk with space"
+    )
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
+def test_bundle_refuses_a_timeout_that_is_not_a_positive_number_of_seconds(tmp_path, capsys, timeout):
+    status, err = one_line_error(capsys, tmp_path / "node", "--timeout", timeout)
+    assert status == 2 and "--timeout needs a positive number of seconds" in err
+    assert not (tmp_path / "node").exists()

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mllog_runs import spread, write_run, write_set
+from mllog_runs import spread, write_llama31_8b_run, write_run, write_set
 from mlperf_logging.rcp_checker import rcp_checker  # noqa: F401
 from transformers.models.bert import modeling_bert  # noqa: F401
 
@@ -59,6 +59,42 @@ def test_without_results_the_mlperf_tests_skip_saying_what_they_need(suite):
     result.stdout.fnmatch_lines(
         ["SKIPPED*needs --rocm-mlperf-results=DIR (a folder of MLPerf result_*.txt files), found none"]
     )
+
+
+def test_the_table_and_the_summary_show_the_score_and_the_normalization_factor(suite):
+    runs = write_set(suite.path / "runs", [172_000] * 5 + [184_288] * 5, writer=write_llama31_8b_run)
+    summary = suite.path / "summary.md"
+    result = run_suite(
+        suite, f"--rocm-mlperf-results={runs}", "--rocm-ruleset=5.1.0", f"--rocm-summary={summary}", "-k", "mlperf"
+    )
+    result.assert_outcomes(passed=21)
+    result.stdout.fnmatch_lines(["*mlperf.normalization_factor*1.004*", "*mlperf.score_minutes*14.5*"])
+    assert "mlperf.score_minutes" in summary.read_text() and "mlperf.normalization_factor" in summary.read_text()
+
+
+def test_results_whose_rcps_are_in_another_ruleset_stop_the_run_naming_that_ruleset(suite):
+    runs = write_set(suite.path / "runs", [172_000] * 3, writer=write_llama31_8b_run)
+    result = run_suite(suite, f"--rocm-mlperf-results={runs}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --rocm-mlperf-results=*: the runs are MLPerf llama31_8b, * e.g. --rocm-ruleset=5.1.0"]
+    )
+
+
+def test_garbage_results_are_a_configuration_failure_and_the_verdict_says_what_to_fix(suite):
+    runs = suite.path / "runs"
+    runs.mkdir()
+    for index in range(3):
+        (runs / f"result_{index}.txt").write_text("not an MLPerf log\n")
+    result = run_suite(suite, f"--rocm-mlperf-results={runs}", "-k", "mlperf")
+    result.assert_outcomes(failed=7)
+    result.stdout.fnmatch_lines(
+        [
+            "rocm-validate convergence: 0 passed, 7 failed (configuration: 7)*",
+            "rocm-validate verdict: inputs: fix the files or options the failed convergence tests name*",
+        ]
+    )
+    assert "roll back" not in result.stdout.str() and "preflight" not in result.stdout.str()
 
 
 @pytest.mark.parametrize(

@@ -3,14 +3,19 @@
 Run sets are built with mlperf-logging's mllog writer against its packaged ruleset 5.0.0 BERT
 RCPs (pruned, as MLPerf's package checker uses them): BS 448 has RCP mean 2,414,421 samples and
 accepts means down to 2,274,732; BS 4608 and 6144 bracket BS 5376 for interpolation.
+Llama 3.1 8B sets are AMD's v5.1 submission logs in form and counts: at BS 32, five runs at
+172,000 and five at 184,288 samples give the olympic mean 178,144 and the factor 1.004011735824202
+that AMD's reproduction guide shows from the RCP checker (RCP mean 178,858.67).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
-from mllog_runs import spread, write_run, write_set
+from mllog_runs import spread, write_llama31_8b_run, write_run, write_set
 from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.result_summarizer import result_summarizer
 
@@ -229,3 +234,236 @@ def test_runs_without_a_benchmark_line_are_not_sent_to_the_compliance_checker(tm
     assert run.compliance == (
         "not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",
     )
+
+
+# --- Llama 3.1 8B: a benchmark whose epoch_num already counts samples ------------------------
+
+AMD_MI355X_SAMPLES = [172_000] * 5 + [184_288] * 5
+AMD_MI355X_MINUTES = [95.9 + 0.37 * i for i in range(10)]
+
+
+@pytest.fixture
+def llama_runs(tmp_path):
+    return write_set(tmp_path / "llama31_8b", AMD_MI355X_SAMPLES, AMD_MI355X_MINUTES, writer=write_llama31_8b_run)
+
+
+def test_llama31_8b_logs_pass_mlperfs_closed_compliance_rules(llama_runs):
+    assert mlperf.compliance_messages(llama_runs / "result_0.txt", "5.1.0") == ()
+
+
+def test_llama31_8b_throughput_is_samples_per_second_not_epochs_times_samples(llama_runs):
+    run = mlperf.score_run_set(llama_runs, "5.1.0", compliance=False).runs[0]
+    assert (run.convergence_unit, run.to_converge) == ("samples", 172_000)
+    assert run.samples_per_second == pytest.approx(172_000 / (95.9 * 60))  # about 30, as the run did
+    assert run.last_eval_accuracy == pytest.approx(3.29)
+
+
+def test_llama31_8b_score_and_factor_are_result_summarizers_to_the_last_digit(llama_runs, tmp_path):
+    score = mlperf.score_run_set(llama_runs, "5.1.0")
+    official_copy = tmp_path / "official" / "llama31_8b"
+    shutil.copytree(llama_runs, official_copy)
+    # the package checker sets the scaling, then the summarizer scores the folder
+    rcp_checker.check_directory(
+        str(official_copy), "training", "5.1.0", False, False, rcp_pass="pruned_rcps", set_scaling=True
+    )
+    expected, _power, factor = result_summarizer._compute_strong_score_standalone(
+        "llama31_8b", "MI355X", False, str(official_copy), "training", "5.1.0"
+    )
+    assert (score.rcp.passed, score.rcp.message) == (True, "RCP found")
+    assert score.rcp.normalization_factor == factor == 1.004011735824202
+    assert score.olympic_mean_to_converge == 178_144
+    assert score.score_minutes == expected
+
+
+def test_llama31_8b_under_a_ruleset_without_its_rcps_is_a_request_error_naming_the_one_with_them(llama_runs):
+    with pytest.raises(MlperfError) as raised:
+        mlperf.score_run_set(llama_runs)  # the default ruleset, 5.0.0, predates llama31_8b
+    message = str(raised.value)
+    assert "training 5.0.0 ruleset has no llama31_8b RCPs (its rulesets 5.1.0, " in message
+    assert message.endswith("e.g. --ruleset=5.1.0")
+
+
+def test_bert_under_a_ruleset_after_its_last_rcps_is_sent_back_to_the_latest_one(tmp_path):
+    with pytest.raises(MlperfError, match=r"e\.g\. --ruleset=5\.1\.0$"):
+        mlperf.score_run_set(write_set(tmp_path, spread(2_450_000, 3), batch=448), "6.1.0")
+
+
+def test_an_rcp_file_for_the_ruleset_needs_no_packaged_rcps(llama_runs, tmp_path):
+    rcp = tmp_path / "rcps.json"
+    record = {"Benchmark": "llama31_8b", "BS": 32, "Hyperparams": {}, "Epochs to converge": spread(178_000, 20, 1000)}
+    rcp.write_text(json.dumps({"llama31_8b_ref_32": record}))
+    assert mlperf.score_run_set(llama_runs, rcp_path=rcp, compliance=False).rcp.message == "RCP found"
+
+
+def test_an_rcp_file_without_the_key_the_checker_reads_is_a_request_error(llama_runs, tmp_path):
+    rcp = tmp_path / "rcps.json"
+    record = {"Benchmark": "llama31_8b", "BS": 32, "Hyperparams": {}, "samples to converge": [178_000] * 5}
+    rcp.write_text(json.dumps({"llama31_8b_ref_32": record}))
+    with pytest.raises(MlperfError, match="has no 'Epochs to converge', which is where MLPerf's RCP checker reads"):
+        mlperf.score_run_set(llama_runs, rcp_path=rcp)
+
+
+def test_a_compliance_complaint_keeps_the_rule_that_failed(llama_runs):
+    write_llama31_8b_run(llama_runs / "result_2.txt", 172_000, hyperparameters={"opt_adamw_beta_2": 0.99})
+    run = mlperf.score_run_set(llama_runs, "5.1.0").runs[2]
+    (complaint,) = run.compliance
+    assert complaint.startswith("CHECK for 'opt_adamw_beta_2' failed in line ")
+    assert "failed test:  v['value'] == 0.95" in complaint and '"value": 0.99' in complaint
+
+
+def test_a_run_that_fails_compliance_is_named_as_one_the_result_summarizer_would_drop(llama_runs):
+    write_llama31_8b_run(llama_runs / "result_2.txt", 172_000, hyperparameters={"opt_adamw_beta_2": 0.99})
+    messages = mlperf.score_run_set(llama_runs, "5.1.0").messages
+    assert any(
+        m.startswith("result_2.txt fails MLPerf's compliance checker: MLPerf's result summarizer") for m in messages
+    )
+
+
+# --- throughput from what each benchmark counts -------------------------------------------------
+
+
+def _log(*events):
+    return mlperf.parse_mllog_text(
+        "\n".join(
+            ":::MLLOG " + json.dumps({"time_ms": t, "key": k, "value": v, "metadata": m}) for t, k, v, m in events
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "ruleset", "extra", "metadata", "expected"),
+    [
+        ("resnet", "4.0.0", [("train_samples", 1_281_167)], {"epoch_num": 34}, 34 * 1_281_167 / 600),
+        ("gpt3", "4.1.0", [("max_sequence_length", 2048)], {"epoch_num": 1_157_627_904}, 1_157_627_904 / 2048 / 600),
+        ("stable_diffusion", "3.1.0", [], {"step_num": 5000, "metric": "FID"}, 5000 * 512 / 600),
+        ("llama2_70b_lora", "5.0.0", [("train_samples", 3901)], {"samples_count": 3072}, 3072 / 600),
+    ],
+    ids=["resnet-epochs", "gpt3-tokens", "sd-steps", "llama2-lora-samples"],
+)
+def test_throughput_counts_samples_whatever_the_benchmark_counts(name, ruleset, extra, metadata, expected):
+    parsed = _log(
+        (0, "submission_benchmark", name, {}),
+        (0, "global_batch_size", 512, {}),
+        *((0, key, value, {}) for key, value in extra),
+        (0, "run_start", None, {}),
+        (600_000, "eval_accuracy", 0.5, metadata),
+        (600_000, "run_stop", None, {"status": "success"}),
+    )
+    run = mlperf.run_facts(Path("result_0.txt"), parsed, (0, 1, 512, name), [], ruleset=ruleset)
+    assert run.samples_per_second == pytest.approx(expected)
+
+
+def test_the_accuracy_of_stable_diffusion_is_its_last_fid_not_its_last_clip():
+    parsed = _log(
+        (0, "submission_benchmark", "stable_diffusion", {}),
+        (1, "eval_accuracy", 70.0, {"samples_count": 512, "metric": "FID"}),
+        (1, "eval_accuracy", 0.2, {"samples_count": 512, "metric": "CLIP"}),
+    )
+    assert mlperf.run_facts(Path("result_0.txt"), parsed, None, []).last_eval_accuracy == 70.0
+
+
+# --- what is wrong, and whose fault: inputs (configuration) or convergence (numerics) --------
+
+
+def test_a_file_with_no_mllog_line_is_not_an_mlperf_log_and_the_inputs_are_at_fault(tmp_path):
+    folder = write_set(tmp_path, spread(2_450_000), batch=448)
+    (folder / "result_5.txt").write_bytes(b"\x00\xff garbage\n" * 20)
+    score = mlperf.score_run_set(folder, compliance=False)
+    run = score.runs[5]
+    assert run.message().startswith("result_5.txt: holds no ':::MLLOG' line: not an MLPerf result log")
+    assert run.failure_category == "configuration"
+    # as in MLPerf's checker, a file that names no benchmark and batch size spoils the set
+    assert "no submission_benchmark line in result_5.txt" in score.rcp.message
+    assert score.failure_category == "configuration"
+
+
+def test_a_folder_of_garbage_fails_the_set_as_configuration(tmp_path):
+    for index in range(3):
+        (tmp_path / f"result_{index}.txt").write_text("Traceback (most recent call last):\n  oops\n")
+    score = mlperf.score_run_set(tmp_path)
+    assert not score.rcp.passed and score.rcp.blocked
+    assert "no submission_benchmark line in result_0.txt, result_1.txt, result_2.txt" in score.rcp.message
+    assert score.failure_category == "configuration"
+    assert {run.failure_category for run in score.runs} == {"configuration"}
+
+
+@pytest.mark.parametrize(
+    ("setup", "category"),
+    [
+        ("faster-than-allowed", "numerics"),
+        ("two-aborted", "numerics"),
+        ("two-unreadable", "configuration"),
+        ("two-incomplete", "configuration"),
+        ("batch-without-rcp", "configuration"),
+    ],
+)
+def test_a_failing_set_is_numerics_only_when_the_runs_converged_wrongly(tmp_path, setup, category):
+    batch = 32768 if setup == "batch-without-rcp" else 448
+    folder = write_set(tmp_path, spread(2_100_000 if setup == "faster-than-allowed" else 2_450_000), batch=batch)
+    for index in (2, 7):
+        if setup == "two-aborted":
+            write_run(folder / f"result_{index}.txt", 2_450_000, batch=448, status="aborted")
+        elif setup == "two-unreadable":
+            (folder / f"result_{index}.txt").write_text(":::MLLOG {oops\n")
+        elif setup == "two-incomplete":
+            write_run(folder / f"result_{index}.txt", 2_450_000, batch=448, status=None)
+    score = mlperf.score_run_set(folder, compliance=False)
+    assert not score.rcp.passed
+    assert score.failure_category == category
+    assert score.to_dict()["failure_category"] == category
+
+
+def test_a_batch_size_without_rcps_names_the_batch_sizes_that_have_them(tmp_path):
+    score = mlperf.score_run_set(write_set(tmp_path, spread(6_000_000), batch=32768), compliance=False)
+    assert score.rcp.message == "Missing RCP, please submit RCP with BS = 32768"
+    hint = next(m for m in score.messages if m.startswith("the RCPs of bert in mlperf-logging training_5.0.0"))
+    assert "cover global batch sizes 256, " in hint and "not 32768: run at a batch size they cover" in hint
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"time_ms": NaN, "key": "run_start", "value": null, "metadata": {}}', "time_ms must be a finite number"),
+        ('{"time_ms": Infinity, "key": "run_start", "value": null, "metadata": {}}', "time_ms must be a finite number"),
+        ('{"time_ms": "1", "key": "run_start", "value": null, "metadata": {}}', "time_ms must be a finite number"),
+    ],
+)
+def test_timestamps_that_are_not_finite_numbers_are_refused_by_line(line, problem):
+    assert problem in mlperf.parse_mllog_text(":::MLLOG " + line).problems[0]
+
+
+def test_a_count_to_converge_that_is_not_a_number_counts_as_not_converged(tmp_path):
+    folder = write_set(tmp_path, spread(2_450_000), batch=448)
+    path = folder / "result_4.txt"
+    assert '"epoch_num": 2440000' in path.read_text()
+    path.write_text(path.read_text().replace('"epoch_num": 2440000', '"epoch_num": NaN'))
+    run = mlperf.score_run_set(folder, compliance=False).runs[4]
+    assert "its count to converge is nan, not a finite number" in run.message()
+    assert run.failure_category == "configuration"
+
+
+@pytest.mark.parametrize("batch", ["448", 0, 4.5, True])
+def test_a_batch_size_that_is_not_a_whole_number_fails_the_set_as_configuration(tmp_path, batch):
+    score = mlperf.score_run_set(write_set(tmp_path, spread(2_450_000, 3), batch=batch), compliance=False)
+    assert f"global_batch_size must be a whole number of samples, found {batch!r}" in score.rcp.message
+    assert score.failure_category == "configuration"
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda text: text.replace('"key": "run_start"', '"key": "run_begun"'), "run_stop without a run_start"),
+        (lambda text: text.replace('"time_ms": 1700000602000, ', '"time_ms": 1600000000000, '), "precedes run_start"),
+    ],
+    ids=["no-run-start", "stop-before-start"],
+)
+def test_a_run_without_a_time_to_train_is_not_accepted(tmp_path, edit, problem):
+    folder = write_set(tmp_path, spread(2_450_000), batch=448)
+    path = folder / "result_0.txt"
+    edited = edit(path.read_text())
+    assert edited != path.read_text()
+    path.write_text(edited)
+    score = mlperf.score_run_set(folder, compliance=False)
+    run = score.runs[0]
+    assert problem in run.message() and run.failure_category == "configuration"
+    assert score.olympic_mean_minutes == mlperf.olympic_mean([r.minutes for r in score.runs[1:]], dropped=1)

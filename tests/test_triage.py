@@ -145,6 +145,29 @@ def test_host_findings_come_first_and_name_no_gpu() -> None:
     assert parts[1].startswith("GPU 0: drain and triage")
 
 
+def test_a_configuration_failure_outside_preflight_asks_to_fix_the_inputs_not_the_host_or_the_image() -> None:
+    mlperf = "suites/convergence/test_mlperf_results.py::test_mlperf_run_set_passes_the_rcp_check"
+    records = [
+        CheckRecord(None, mlperf, "configuration", "convergence"),
+        CheckRecord(None, "test_numa", None, "preflight"),
+    ]
+    line = verdict(records)
+    assert line == (
+        "rocm-validate verdict: inputs: fix the files or options the failed convergence tests name (result files, "
+        "ruleset, RCP file), then rerun; nothing points at the stack (configuration: 1)"
+    )
+
+
+def test_preflight_and_input_findings_each_get_their_own_action() -> None:
+    records = [
+        CheckRecord(None, "test_numa_balancing", "configuration", "preflight"),
+        CheckRecord(0, "test_mlperf_run_converged[result_0.txt]", "configuration", "convergence"),
+    ]
+    parts = verdict(records).removeprefix("rocm-validate verdict: ").split("; ")
+    assert parts[0] == "host configuration: fix the settings the preflight checks name, then rerun (configuration: 1)"
+    assert parts[1].startswith("inputs: fix the files or options the failed convergence tests name")
+
+
 def test_a_cpu_run_failing_numerics_is_a_software_regression() -> None:
     line = verdict([CheckRecord(None, "test_gemm[fp32]", "numerics")])
     assert (

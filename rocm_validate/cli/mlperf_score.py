@@ -1,7 +1,8 @@
 """`rocm-validate mlperf-score DIR`: score an MLPerf run set from the command line.
 
 Exit status 0 when the set passes the RCP check, 1 when it does not, 2 for a wrong request
-(no such folder, unknown ruleset, bad RCP file): those print one line, never a traceback.
+(no such folder, unknown ruleset, runs whose benchmark has its RCPs in another ruleset, bad RCP
+file): those print one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -35,11 +36,18 @@ SCORE_SCHEMA: dict[str, Any] = {
                 "required": ["file", "status", "converged", "minutes", "to_converge", "last_eval_accuracy"],
             },
         },
+        "convergence_unit": {"enum": ["samples", "epochs", "tokens", "steps"]},
+        "eval_metric": {
+            "type": "object",
+            "required": ["name", "better"],
+            "properties": {"name": {"type": "string"}, "better": {"enum": ["higher", "lower", None]}},
+        },
         "olympic_mean_minutes": {"type": ["number", "null"]},
         "rcp_pass": {"type": "boolean"},
         "rcp_message": {"type": "string"},
         "normalization_factor": {"type": ["number", "null"]},
         "score_minutes": {"type": ["number", "null"]},
+        "failure_category": {"enum": ["configuration", "numerics", None]},
         "messages": {"type": "array", "items": {"type": "string"}},
     },
 }
@@ -92,10 +100,8 @@ def run(args: argparse.Namespace) -> int:
     return 0 if score.rcp.passed else 1
 
 
-_COLUMNS = ("run", "status", "minutes", "to converge", "eval acc", "samples/s", "compliance")
-
-
-def _row(run: RunFacts) -> tuple[str, ...]:
+def _row(run: RunFacts, compliance_checked: bool) -> tuple[str, ...]:
+    issues = len(run.compliance)
     return (
         run.file,
         run.status,
@@ -103,7 +109,11 @@ def _row(run: RunFacts) -> tuple[str, ...]:
         _count_text(run.to_converge),
         _fixed(run.last_eval_accuracy, 4),
         _fixed(run.samples_per_second, 1),
-        "ok" if not run.compliance else f"{len(run.compliance)} issue{'' if len(run.compliance) == 1 else 's'}",
+        "not checked"
+        if not compliance_checked
+        else "ok"
+        if not issues
+        else f"{issues} issue{'' if issues == 1 else 's'}",
     )
 
 
@@ -113,9 +123,10 @@ def _fixed(value: float | None, digits: int) -> str:
 
 def render(score: RunSetScore) -> list[str]:
     """The score as a table of runs followed by the set's verdict, one fact a line."""
-    unit = score.runs[0].convergence_unit if score.runs else "samples"
-    rows = [(*_COLUMNS[:3], f"{unit} to converge", *_COLUMNS[4:]), *(_row(r) for r in score.runs)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    unit = score.convergence_unit
+    header = ("run", "status", "minutes", f"{unit} to converge", score.eval_metric.label, "samples/s", "compliance")
+    rows = [header, *(_row(r, score.compliance_checked) for r in score.runs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [
         f"{score.folder}: {score.benchmark or 'unknown benchmark'}, global batch size {score.global_batch_size}, "
         f"{len(score.runs)} run{'' if len(score.runs) == 1 else 's'}, ruleset {score.ruleset}, RCPs from {score.rcp_source}",
@@ -135,12 +146,24 @@ def render(score: RunSetScore) -> list[str]:
             f"  RCP mean {_count_text(record['mean'])} {unit}, stdev {_count_text(record['stdev'])}, fastest mean allowed "
             f"{_count_text(record['min_acceptable_mean'])} (max speedup {record['max_speedup']:.4f})"
         )
-    lines += [
-        f"normalization factor: {_fixed(score.rcp.normalization_factor, 4)}",
-        f"score: {_fixed(score.score_minutes, 3)} minutes"
-        + ("" if score.score_minutes is not None else " (no valid score)"),
+    return lines + _score_lines(score)
+
+
+def _score_lines(score: RunSetScore) -> list[str]:
+    """The normalization factor and the score, in full digits, as result_summarizer forms them."""
+    factor, minutes = score.rcp.normalization_factor, score.score_minutes
+    if minutes is None or factor is None:
+        why = "the set fails MLPerf's RCP check" if not score.rcp.passed else "no olympic mean"
+        return [f"normalization factor: - (none applies: {why})", f"score: - minutes (no valid score: {why})"]
+    faster = (
+        f" (RCP mean / olympic mean {score.convergence_unit}: faster than the reference, within the allowed speedup)"
+        if factor > 1
+        else ""
+    )
+    return [
+        f"normalization factor: {factor!r}{faster}",
+        f"score: {minutes:.3f} minutes ({minutes!r}: olympic mean {score.olympic_mean_minutes!r} x {factor!r})",
     ]
-    return lines
 
 
 def _count_text(value: float | None) -> str:
@@ -150,16 +173,33 @@ def _count_text(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
+def _compliance_rule(message: str) -> str:
+    """What a complaint says without the copy of the log line and the checker's state dumps, which
+    differ between files: runs that break one rule the same way are listed together."""
+    kept = []
+    for line in message.splitlines():
+        if line.startswith(("current context", "current line")):
+            break
+        if not line.startswith(":::MLLOG"):
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def _compliance_lines(runs: tuple[RunFacts, ...]) -> list[str]:
-    """Each distinct compliance complaint once, with the runs it concerns."""
-    where: dict[str, list[str]] = {}
+    """Each compliance complaint once, in full, with the runs it concerns (runs that break one rule
+    the same way are listed together; the full text shown is the first run's)."""
+    where: dict[str, list[tuple[str, str]]] = {}
     for run in runs:
         for message in run.compliance:
-            where.setdefault(message, []).append(run.file)
+            where.setdefault(_compliance_rule(message), []).append((run.file, message))
     if not where:
         return []
     lines = ["", "MLPerf compliance checker:"]
-    for message, files in where.items():
-        scope = "all runs" if len(files) == len(runs) else ", ".join(files)
-        lines.append(f"  {message} ({scope})")
+    for found in where.values():
+        scope = "all runs" if len(found) == len(runs) else ", ".join(file for file, _ in found)
+        if len({message for _, message in found}) > 1:
+            scope += f"; in full for {found[0][0]}"
+        first, *rest = found[0][1].splitlines()
+        lines.append(f"  {first.rstrip(':')} ({scope})")
+        lines += [f"      {line}".rstrip() for line in rest]
     return lines

@@ -11,8 +11,13 @@ files it can read, and turns what it says into per-file messages instead of trac
   it has no table for, fewer than three runs) become `rcp_pass: false` with a message naming
   the files, where the checker itself would raise.
 
-Time-to-train is MLPerf's: minutes from `run_start` to `run_stop`, olympic mean over the runs
+Time-to-train is MLPerf's: minutes from `run_start` to `run_stop` (computed as MLPerf's
+result_summarizer computes them, so scores agree to the last digit), olympic mean over the runs
 (fastest and slowest dropped; a run that did not converge counts as the slowest).
+
+Each failure carries its category (`RunFacts.failure_category`, `RunSetScore.failure_category`):
+`configuration` when the inputs are at fault (an unreadable or incomplete file, a set the checker
+cannot compare, no RCP for the batch size), `numerics` when the runs themselves converged wrongly.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocm_validate.convergence.mlperf_benchmarks import EvalMetric, convergence_count, eval_metric, ruleset_version
 from rocm_validate.errors import JsonFileError, MlperfError
 
 DEFAULT_RULESET = "5.0.0"  # MLPerf training ruleset of the RCP check
@@ -38,6 +44,8 @@ RESULT_GLOB = "result_*.txt"
 ROCM_VALIDATE_KEY = "rocm_validate_benchmark"  # marks files written by rocm-validate's mini-BERT
 _REQUIRED_FIELDS = ("time_ms", "key", "value", "metadata")
 _STAND_IN_KEYS = ("submission_benchmark", "global_batch_size")
+# rcp_checker.RCP_Checker._process_raw_rcp_data: these benchmarks' records hold "samples to converge"
+_SAMPLES_KEYED_RCPS = frozenset({"llama2_70b_lora", "flux1"})
 
 RCP_FILE_SCHEMA: dict[str, Any] = {
     "title": "mlperf-logging RCP",
@@ -115,8 +123,8 @@ def _event_problem(event: Any) -> str | None:
         return f"MLLOG event lacks {', '.join(missing)}"
     if not isinstance(event["key"], str):
         return f"key must be a string, found {event['key']!r}"
-    if isinstance(event["time_ms"], bool) or not isinstance(event["time_ms"], (int, float)):
-        return f"time_ms must be a number, found {event['time_ms']!r}"
+    if _numeric_value(event["time_ms"]) is None:
+        return f"time_ms must be a finite number, found {event['time_ms']!r}"
     if event["metadata"] is not None and not isinstance(event["metadata"], dict):
         return f"metadata must be an object, found {type(event['metadata']).__name__}"
     if event["key"] == "run_stop" and "status" not in (event["metadata"] or {}):
@@ -127,9 +135,12 @@ def _event_problem(event: Any) -> str | None:
 def read_mllog(path: Path) -> ParsedLog:
     """Parse a result file; latin-1 like MLPerf's tools, so no byte makes it unreadable."""
     try:
-        return parse_mllog_text(path.read_text(encoding="latin-1"))
+        parsed = parse_mllog_text(path.read_text(encoding="latin-1"))
     except OSError as exc:
         return ParsedLog((), (f"cannot be read ({exc.strerror or exc})",))
+    if not parsed.lines and not parsed.problems:
+        return ParsedLog((), (f"holds no '{TOKEN.strip()}' line: not an MLPerf result log",))
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,14 @@ class RunFacts:
     @property
     def converged(self) -> bool:
         return self.accepted and self.status == "success" and self.to_converge is not None
+
+    @property
+    def failure_category(self) -> str | None:
+        """'numerics' for a complete run that did not converge; 'configuration' for a file that is
+        unreadable or incomplete (the input is at fault, not the stack); None when it converged."""
+        if self.converged:
+            return None
+        return "numerics" if self.accepted and self.status not in ("success", "no run_stop") else "configuration"
 
     def message(self) -> str:
         """What went wrong with this run, or '' when it converged."""
@@ -187,7 +206,10 @@ class RunFacts:
 
 
 _STATUS_NOTES = {
-    "no run_stop": "no run_stop line: the run is incomplete and counts as not converged",
+    "no run_stop": (
+        "no run_stop line: the log is incomplete (the run is still going or stopped without logging its end) "
+        "and counts as not converged; score complete logs"
+    ),
     "unreadable": "not accepted, counted as a run that did not converge",
 }
 
@@ -198,19 +220,21 @@ def run_facts(
     checker_view: tuple[int, float, Any, Any] | None,
     problems: Sequence[str],
     compliance: Sequence[str] = (),
+    ruleset: str = DEFAULT_RULESET,
 ) -> RunFacts:
     """Facts of one run from its parsed lines and what the RCP checker read from it."""
     benchmark_line, batch_line = parsed.first("submission_benchmark"), parsed.first("global_batch_size")
     benchmark = benchmark_line.value if benchmark_line else None
     start, stop = parsed.first("run_start"), parsed.first("run_stop")
     status = "unreadable" if problems else (str(stop.metadata.get("status")) if stop else "no run_stop")
-    minutes = (stop.time_ms - start.time_ms) / 60000.0 if start and stop and stop.time_ms >= start.time_ms else None
+    # result_summarizer: time_to_train_ms / 60 / 1000, divided in that order
+    minutes = (stop.time_ms - start.time_ms) / 60 / 1000 if start and stop and stop.time_ms >= start.time_ms else None
     to_converge = None
     if checker_view is not None and not problems:
         not_converged, counted = checker_view[0], checker_view[1]
         to_converge = None if not_converged else float(counted)
-    evaluation = parsed.last("eval_accuracy")
-    unit = "samples" if benchmark == "bert" or (evaluation and "epoch_num" not in evaluation.metadata) else "epochs"
+    benchmark_name = benchmark if isinstance(benchmark, str) else None
+    count = convergence_count(benchmark_name, ruleset)  # the eval count; BERT's unit is samples either way
     marker = parsed.first(ROCM_VALIDATE_KEY)
     return RunFacts(
         file=path.name,
@@ -219,9 +243,9 @@ def run_facts(
         status=status,
         minutes=minutes,
         to_converge=to_converge,
-        convergence_unit=unit,
-        last_eval_accuracy=_numeric_value(evaluation.value) if evaluation else None,
-        samples_per_second=_throughput(parsed, benchmark, unit, minutes),
+        convergence_unit=count.unit,
+        last_eval_accuracy=_metric_value(parsed, eval_metric(benchmark_name)),
+        samples_per_second=_throughput(parsed, benchmark_name, count.key, count.unit, minutes),
         problems=tuple(problems),
         compliance=tuple(compliance),
         rocm_validate_benchmark=str(marker.value) if marker else None,
@@ -229,24 +253,52 @@ def run_facts(
 
 
 def _numeric_value(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number, or None (booleans, strings, NaN and infinities are not measurements)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
-def _throughput(parsed: ParsedLog, benchmark: str | None, unit: str, minutes: float | None) -> float | None:
-    """Samples trained per second of timed run (evaluations included, as in time-to-train)."""
+def _metric_value(parsed: ParsedLog, metric: EvalMetric) -> float | None:
+    """The last evaluation's value of `metric` (stable diffusion's FID line, Mask R-CNN's BBOX)."""
+    lines = [line for line in parsed.lines if line.key == "eval_accuracy"]
+    if metric.metadata_metric:
+        lines = [line for line in lines if line.metadata.get("metric") == metric.metadata_metric]
+    if not lines:
+        return None
+    value = lines[-1].value
+    if metric.value_key and isinstance(value, dict):
+        value = value.get(metric.value_key)
+    return _numeric_value(value)
+
+
+def _throughput(parsed: ParsedLog, benchmark: str | None, key: str, unit: str, minutes: float | None) -> float | None:
+    """Samples trained per second of timed run (evaluations included, as in time-to-train), from
+    the count the benchmark really keeps: samples where it counts samples (BERT's train_samples,
+    else the last evaluation's count), steps x batch, tokens / sequence length, or epochs x the
+    training-set size (train_samples, in the epoch-counted benchmarks)."""
     if not minutes:
         return None
     evaluation = parsed.last("eval_accuracy")
+    counted = _numeric_value(evaluation.metadata.get(key)) if evaluation else None
     trained = parsed.last("train_samples")
+    trained_value = _numeric_value(trained.value) if trained else None
     samples = None
-    if benchmark == "bert" and trained is not None:
-        samples = _numeric_value(trained.value)
-    elif evaluation is not None and unit == "samples":
-        samples = _numeric_value(evaluation.metadata.get("samples_count", evaluation.metadata.get("epoch_num")))
-    elif evaluation is not None and trained is not None:  # epochs x training-set size
-        epochs, size = _numeric_value(evaluation.metadata.get("epoch_num")), _numeric_value(trained.value)
-        samples = epochs * size if epochs is not None and size is not None else None
-    return None if samples is None else samples / (minutes * 60.0)
+    if benchmark == "bert":
+        samples = trained_value if trained_value is not None else counted
+    elif unit == "samples":
+        samples = counted
+    elif counted is not None:
+        factor_key = {"steps": "global_batch_size", "tokens": "max_sequence_length"}.get(unit)
+        factor_line = parsed.first(factor_key) if factor_key else None
+        factor = _numeric_value(factor_line.value) if factor_line else None
+        if unit == "steps" and factor is not None:
+            samples = counted * factor
+        elif unit == "tokens" and factor:
+            samples = counted / factor
+        elif unit == "epochs" and trained_value is not None:
+            samples = counted * trained_value
+    return None if samples is None else _numeric_value(samples / (minutes * 60.0))
 
 
 def olympic_mean(values: Sequence[float], dropped: int = 0, max_dropped: int = 1) -> float | None:
@@ -300,7 +352,7 @@ def available_rulesets(usage: str = USAGE) -> tuple[str, ...]:
     if folder is None or not folder.is_dir():
         return ()
     versions = [p.name.split("_", 1)[1] for p in folder.glob(f"{usage}_*") if p.is_dir()]
-    return tuple(sorted(versions, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit())))
+    return tuple(sorted(versions, key=ruleset_version))
 
 
 def require_ruleset(ruleset: str, usage: str = USAGE) -> None:
@@ -346,7 +398,8 @@ def captured_checker_logs() -> Iterator[_LogCapture]:
 
 
 def compliance_messages(path: Path, ruleset: str, usage: str = USAGE) -> tuple[str, ...]:
-    """MLPerf's compliance checker on one file: the first line of each complaint ('' when compliant)."""
+    """MLPerf's compliance checker on one file: each complaint in full (the line it concerns, the
+    rule that failed, the checker's state), none when the file is compliant."""
     from mlperf_logging.compliance_checker import mlp_compliance
 
     checker = mlp_compliance.make_checker(usage, ruleset, True, False)
@@ -357,7 +410,7 @@ def compliance_messages(path: Path, ruleset: str, usage: str = USAGE) -> tuple[s
         except Exception as exc:
             return (f"the compliance checker stopped: {type(exc).__name__}: {exc}",)
     messages = [*checker.overwritable.values(), *checker.not_overwritable]
-    return tuple(dict.fromkeys(m.strip().splitlines()[0] for m in messages if m.strip()))
+    return tuple(dict.fromkeys(m.strip() for m in messages if m.strip()))
 
 
 # --- scoring a run set ---------------------------------------------------------------------
@@ -372,6 +425,8 @@ class RcpVerdict:
     normalization_factor: float | None  # None where the checker could not be run
     record: dict[str, Any] | None = None  # the RCP record compared against (mean, stdev, max speedup)
     checker_warnings: tuple[str, ...] = ()
+    blocked: bool = False  # the set could not be handed to the checker (the message says why)
+    rcp_batch_sizes: tuple[Any, ...] = ()  # the batch sizes the checker had RCPs for
 
 
 @dataclass(frozen=True)
@@ -389,15 +444,43 @@ class RunSetScore:
     rcp: RcpVerdict
     required_runs: int | None
     messages: tuple[str, ...]
+    compliance_checked: bool = True
 
     @property
     def score_minutes(self) -> float | None:
-        """Olympic-mean minutes times the normalization factor, for a set that passes."""
+        """Olympic-mean minutes times the normalization factor, for a set that passes: the
+        product result_summarizer forms once the package checker has set the scaling."""
         if not self.rcp.passed or self.olympic_mean_minutes is None or self.rcp.normalization_factor is None:
             return None
         return self.olympic_mean_minutes * self.rcp.normalization_factor
 
+    @property
+    def convergence_unit(self) -> str:
+        """What the counts to converge count: 'samples', 'epochs', 'tokens' or 'steps'."""
+        return convergence_count(self.benchmark, self.ruleset).unit
+
+    @property
+    def eval_metric(self) -> EvalMetric:
+        """The metric behind the runs' eval_accuracy and which way is better."""
+        return eval_metric(self.benchmark)
+
+    @property
+    def failure_category(self) -> str | None:
+        """None when the set passes; 'numerics' when the checker judged the runs' convergence and
+        it failed (faster than the reference allows, or too many runs that really did not converge);
+        'configuration' when the inputs are at fault (a set the checker cannot compare, no RCP for
+        this batch size, runs unreadable or incomplete)."""
+        if self.rcp.passed:
+            return None
+        if self.rcp.message in ("RCP found", "RCP Interpolation"):
+            return "numerics"
+        if self.rcp.message == "Insufficient convergence":
+            failed = sum(1 for run in self.runs if run.failure_category == "numerics")
+            return "numerics" if failed > max_dropped_runs(self.benchmark) else "configuration"
+        return "configuration"
+
     def to_dict(self) -> dict[str, Any]:
+        metric = self.eval_metric
         return {
             "folder": self.folder,
             "ruleset": self.ruleset,
@@ -405,6 +488,9 @@ class RunSetScore:
             "benchmark": self.benchmark,
             "global_batch_size": self.global_batch_size,
             "required_runs": self.required_runs,
+            "convergence_unit": self.convergence_unit,
+            "eval_metric": {"name": metric.name, "better": metric.better},
+            "compliance_checked": self.compliance_checked,
             "runs": [r.to_dict() for r in self.runs],
             "olympic_mean_minutes": self.olympic_mean_minutes,
             "olympic_mean_to_converge": self.olympic_mean_to_converge,
@@ -413,6 +499,7 @@ class RunSetScore:
             "rcp_record": self.rcp.record,
             "normalization_factor": self.rcp.normalization_factor,
             "score_minutes": self.score_minutes,
+            "failure_category": self.failure_category,
             "messages": list(self.messages),
         }
 
@@ -421,12 +508,19 @@ def load_rcp_file(path: Path) -> dict[str, Any]:
     """An RCP file in mlperf-logging's format, checked so the checker cannot trip on it."""
     from rocm_validate.results import jsonfile
 
+    fix = "Pass an RCP file in mlperf-logging's rcps_<benchmark>.json format."
     try:
-        return jsonfile.read_json(
-            path, RCP_FILE_SCHEMA, fix="Pass an RCP file in mlperf-logging's rcps_<benchmark>.json format."
-        )
+        data = jsonfile.read_json(path, RCP_FILE_SCHEMA, fix=fix)
     except JsonFileError as exc:
         raise MlperfError(str(exc)) from None
+    for name, record in data.items():
+        wanted = "samples to converge" if record["Benchmark"] in _SAMPLES_KEYED_RCPS else "Epochs to converge"
+        if wanted not in record:
+            raise MlperfError(
+                f"{path}: record {name!r} ({record['Benchmark']}) has no {wanted!r}, which is where MLPerf's RCP "
+                f"checker reads {record['Benchmark']}'s counts to converge. {fix}"
+            )
+    return data
 
 
 def result_files(folder: Path) -> list[Path]:
@@ -436,6 +530,39 @@ def result_files(folder: Path) -> list[Path]:
         raise MlperfError(f"{folder} {what}; pass the folder that holds the result_*.txt files of one benchmark")
     found = [p for p in folder.glob(RESULT_GLOB) if p.is_file()]
     return sorted(found, key=lambda p: [int(t) if t.isdigit() else t for t in re.findall(r"\d+|\D+", p.name)])
+
+
+def packaged_rcp_rulesets(benchmark: str, usage: str = USAGE) -> tuple[str, ...]:
+    """The rulesets whose packaged RCP tables hold `benchmark`, oldest first; no import needed."""
+    folder = _package_folder("rcp_checker")
+    return tuple(
+        ruleset
+        for ruleset in available_rulesets(usage)
+        if folder is not None and (folder / f"{usage}_{ruleset}" / f"rcps_{benchmark}.json").is_file()
+    )
+
+
+def common_benchmark(logs: Sequence[ParsedLog]) -> str | None:
+    """The benchmark the logs' submission_benchmark lines agree on, or None (none, or they differ)."""
+    named = [line.value for line in (log.first("submission_benchmark") for log in logs) if line is not None]
+    return named[0] if named and isinstance(named[0], str) and all(name == named[0] for name in named) else None
+
+
+def require_packaged_rcps(benchmark: str | None, ruleset: str, option: str = "--ruleset") -> None:
+    """Raise MlperfError (a usage error) when mlperf-logging has `benchmark`'s RCPs, but not in
+    `ruleset`: the runs were made under another ruleset, which the message names with `option`."""
+    if not benchmark:
+        return
+    holding = packaged_rcp_rulesets(benchmark)
+    if not holding or ruleset in holding:
+        return
+    newer = [r for r in holding if ruleset_version(r) > ruleset_version(ruleset)]
+    suggested = newer[0] if newer else holding[-1]
+    raise MlperfError(
+        f"the runs are MLPerf {benchmark}, and mlperf-logging's training {ruleset} ruleset has no {benchmark} RCPs "
+        f"(its rulesets {', '.join(holding)} have them); score them under the ruleset they were run for, "
+        f"e.g. {option}={suggested}"
+    )
 
 
 def score_run_set(
@@ -448,25 +575,31 @@ def score_run_set(
     """Score the result_*.txt files of `folder`: per-run facts, olympic mean, RCP verdict, score.
 
     Raises MlperfError for a wrong request (missing folder, no result files, unknown ruleset,
-    bad RCP file); every problem of the runs themselves is reported in the score.
+    bad RCP file, runs of a benchmark whose RCPs live in another ruleset); every problem of the
+    runs themselves is reported in the score.
     """
     require_ruleset(ruleset)
     files = result_files(folder)
     if not files:
         raise MlperfError(f"{folder} holds no {RESULT_GLOB} files; MLPerf names each run's log result_<n>.txt")
     rcp_data = load_rcp_file(rcp_path) if rcp_path is not None else None
+    logs = [read_mllog(path) for path in files]
+    if rcp_data is None:
+        require_packaged_rcps(common_benchmark(logs), ruleset)
     from mlperf_logging.rcp_checker import rcp_checker
 
     runs: list[RunFacts] = []
     with tempfile.TemporaryDirectory(prefix="rocm-validate-mlperf-") as staging:
         staged = Path(staging)
-        for path in files:
-            runs.append(_stage_run(path, staged / path.name, ruleset, use_train_samples, compliance, rcp_checker))
+        for path, parsed in zip(files, logs):
+            runs.append(
+                _stage_run(path, parsed, staged / path.name, ruleset, use_train_samples, compliance, rcp_checker)
+            )
         benchmark, batch, blockers = _set_identity(runs)
         required = rcp_checker.submission_runs.get(USAGE, {}).get(benchmark) if benchmark else None
         blockers += _checker_blockers(benchmark, ruleset, rcp_data, rcp_path, runs, rcp_checker)
         if blockers or benchmark is None:  # no benchmark line is a blocker already
-            verdict = RcpVerdict(False, "; ".join(blockers), None)
+            verdict = RcpVerdict(False, "; ".join(blockers), None, blocked=True)
         else:
             verdict = _run_checker(staged, ruleset, use_train_samples, rcp_path, benchmark, batch, rcp_checker)
     converged = [r for r in runs if r.converged]
@@ -481,10 +614,24 @@ def score_run_set(
         messages.append(
             f"{_runs(len(runs))}; MLPerf {benchmark} needs {required}, and the RCP statistics assume {required}"
         )
+    if verdict.message.startswith(("Missing RCP", "Cannot find any RCPs")) and verdict.rcp_batch_sizes:
+        sizes = ", ".join(str(size) for size in verdict.rcp_batch_sizes)
+        messages.append(
+            f"the RCPs of {benchmark} in {_rcp_source(rcp_path, ruleset)} cover global batch sizes {sizes}, not "
+            f"{batch}: run at a batch size they cover, or pass an RCP file with a record for {batch}"
+        )
+    noncompliant = [r.file for r in runs if r.converged and any(not c.startswith("not checked") for c in r.compliance)]
+    if noncompliant:
+        which = "every run fails" if len(noncompliant) == len(runs) > 1 else f"{_files(noncompliant)} fail"
+        which += "s" if len(noncompliant) == 1 else ""
+        messages.append(
+            f"{which} MLPerf's compliance checker: MLPerf's result summarizer leaves such runs out of the "
+            "time-to-train (as runs that did not converge); the olympic mean here keeps them"
+        )
     return RunSetScore(
         folder=str(folder),
         ruleset=ruleset,
-        rcp_source=str(rcp_path) if rcp_path else f"mlperf-logging {USAGE}_{ruleset} packaged RCPs",
+        rcp_source=_rcp_source(rcp_path, ruleset),
         benchmark=benchmark,
         global_batch_size=batch,
         runs=tuple(runs),
@@ -493,19 +640,29 @@ def score_run_set(
         rcp=verdict,
         required_runs=required,
         messages=tuple(messages),
+        compliance_checked=compliance,
     )
 
 
+def _rcp_source(rcp_path: Path | None, ruleset: str) -> str:
+    return str(rcp_path) if rcp_path else f"mlperf-logging {USAGE}_{ruleset} packaged RCPs"
+
+
 def _stage_run(
-    path: Path, copy: Path, ruleset: str, train_samples: bool, compliance: bool, rcp_checker: Any
+    path: Path,
+    parsed: ParsedLog,
+    copy: Path,
+    ruleset: str,
+    train_samples: bool,
+    compliance: bool,
+    rcp_checker: Any,
 ) -> RunFacts:
     """Write what the checker may read of `path` to `copy` and read it back the checker's way.
 
     A file with unreadable lines is staged as a stand-in holding only its benchmark and batch
     size, which the checker counts as a run that did not converge.
     """
-    parsed = read_mllog(path)
-    problems = list(parsed.problems)
+    problems = [*parsed.problems, *_timing_problems(parsed)]
     if problems:
         problems[-1] += "; the file is not accepted and counts as a run that did not converge"
     _write_stage(copy, parsed, stand_in=bool(problems))
@@ -518,6 +675,10 @@ def _stage_run(
                 f"MLPerf's RCP checker cannot read it ({type(exc).__name__}: {exc}); counted as not converged"
             )
             _write_stage(copy, parsed, stand_in=True)
+        else:
+            if not view[0] and _numeric_value(view[1]) is None:
+                problems.append(f"its count to converge is {view[1]!r}, not a finite number; counted as not converged")
+                _write_stage(copy, parsed, stand_in=True)
     notes: tuple[str, ...] = ()
     if compliance and not parsed.problems:
         benchmark = parsed.first("submission_benchmark")
@@ -528,7 +689,22 @@ def _stage_run(
                 "not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",
             )
         )
-    return run_facts(path, parsed, view, problems, notes)
+    return run_facts(path, parsed, view, problems, notes, ruleset)
+
+
+def _timing_problems(parsed: ParsedLog) -> list[str]:
+    """A run that stopped has a time to train: a run_start before its run_stop. (The RCP checker
+    reads no timestamps, so without this such a run would converge with no minutes to average.)"""
+    start, stop = parsed.first("run_start"), parsed.first("run_stop")
+    if stop is None or not parsed.lines:
+        return []
+    if start is None:
+        return [f"line {stop.lineno}: run_stop without a run_start: no time to train"]
+    if stop.time_ms < start.time_ms:
+        return [
+            f"line {stop.lineno}: run_stop (time_ms {stop.time_ms:.0f}) precedes run_start (time_ms {start.time_ms:.0f})"
+        ]
+    return []
 
 
 def _write_stage(copy: Path, parsed: ParsedLog, stand_in: bool) -> None:
@@ -551,7 +727,14 @@ def _set_identity(runs: Sequence[RunFacts]) -> tuple[str | None, Any, list[str]]
             listed = "; ".join(f"{json.loads(v)!r} in {_files(f)}" for v, f in values.items())
             blockers.append(f"{label} differs between files: {listed}")
         identity[key] = json.loads(next(iter(values))) if len(values) == 1 else None
-    return identity["benchmark"], identity["global_batch_size"], blockers
+    benchmark, batch = identity["benchmark"], identity["global_batch_size"]
+    if benchmark is not None and not isinstance(benchmark, str):
+        blockers.append(f"submission_benchmark must name a benchmark, found {benchmark!r}")
+        benchmark = None
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        blockers.append(f"global_batch_size must be a whole number of samples, found {batch!r}")
+        batch = None
+    return benchmark, batch, blockers
 
 
 def _runs(count: int) -> str:
@@ -584,8 +767,8 @@ def _checker_blockers(
         )
     elif rcp_data is None:
         packaged = Path(rcp_checker.__file__).parent / f"{USAGE}_{ruleset}" / f"rcps_{benchmark}.json"
-        if not packaged.is_file():
-            blockers.append(f"mlperf-logging has no RCPs for {benchmark} in ruleset {ruleset}; pass an RCP file")
+        if not packaged.is_file():  # in no ruleset: require_packaged_rcps has named any that has them
+            blockers.append(f"mlperf-logging has no RCPs for {benchmark} in any ruleset; pass an RCP file for it")
         elif any(r.rocm_validate_benchmark for r in runs):
             marker = next(r.rocm_validate_benchmark for r in runs if r.rocm_validate_benchmark)
             blockers.append(
@@ -615,7 +798,8 @@ def _run_checker(
             return RcpVerdict(False, f"MLPerf's RCP checker failed: {type(exc).__name__}: {exc}", None)
         record = _compared_record(checker, batch, str(message))
     factor_value = float(factor) if factor is not None and math.isfinite(float(factor)) else None
-    return RcpVerdict(bool(passed), str(message), factor_value, record, tuple(capture.warnings()))
+    sizes = tuple(sorted({r["BS"] for r in getattr(checker, "rcp_data", {}).values()}))
+    return RcpVerdict(bool(passed), str(message), factor_value, record, tuple(capture.warnings()), False, sizes)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import pytest
 
 from rocm_validate.convergence import mlperf
 from rocm_validate.core import options
+from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.commands import Commands
 from rocm_validate.core.requirements import not_validated
 from rocm_validate.core.session import is_xdist_worker, run_state
@@ -112,14 +113,22 @@ def _seeds(value: str, source: str) -> int:
 
 
 def resolve_settings(config: pytest.Config) -> ConvergenceSettings:
-    """Read every convergence option once; raises UsageError on a bad value."""
-    return ConvergenceSettings(
+    """Read every convergence option once; raises UsageError on a bad value, and on results whose
+    benchmark has mlperf-logging's RCPs in another ruleset than the one asked for."""
+    settings = ConvergenceSettings(
         results_dir=_results_folder(config),
         # only a ruleset asked for is checked: runs that never touch this suite need no mlperf-logging
         ruleset=options.parse_or_default(config, RULESET, _ruleset, mlperf.DEFAULT_RULESET),
         rcp_file=_rcp_file(config),
         seeds=options.parse_or_default(config, SEEDS, _seeds, None),
     )
+    if settings.results_dir is not None and settings.rcp_file is None:
+        logs = [mlperf.read_mllog(path) for path in mlperf.result_files(settings.results_dir)]
+        try:
+            mlperf.require_packaged_rcps(mlperf.common_benchmark(logs), settings.ruleset, RULESET.flag)
+        except MlperfError as exc:
+            raise UsageError(f"{RESULTS.flag}={str(settings.results_dir)!r}: {exc}") from None
+    return settings
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -172,7 +181,7 @@ def mlperf_results(pytestconfig: pytest.Config) -> RunSetScore:
     try:
         return mlperf.score_run_set(settings.results_dir, settings.ruleset, settings.rcp_file)
     except MlperfError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        fail_as("configuration", str(exc))
 
 
 # --- the built-in mini-BERT benchmark -------------------------------------------------------

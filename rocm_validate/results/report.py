@@ -444,7 +444,7 @@ def check_records(results: Iterable[TestResult], gpu: int | None) -> list[CheckR
         return result.gpu.index if result.gpu is not None else gpu
 
     return [
-        CheckRecord(where(r), r.nodeid, (r.category or "crash") if r.failed else None)
+        CheckRecord(where(r), r.nodeid, (r.category or "crash") if r.failed else None, r.suite)
         for r in results
         if r.outcome not in ("skipped", "xfailed")
     ]

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 # Each category and what it means; the order is the order the verdict line lists them in.
 CATEGORIES: dict[str, str] = {
-    "configuration": "a preflight check of the host failed (NUMA balancing, IOMMU mode, limits)",
+    "configuration": "a preflight check of the host failed (NUMA balancing, IOMMU mode, limits), or an input the "
+    "run was given is at fault (MLPerf result files, their ruleset)",
     "environment": "a library is missing or broken, or the stack could not be validated (no baseline)",
     "numerics": "a wrong result",
     "performance": "slower than its baseline or floor with clocks and other processes normal",
@@ -101,6 +102,7 @@ class CheckRecord:
     gpu: int | None
     check: str  # the test id without its GPU, so the same check on every GPU compares
     category: str | None = None
+    suite: str | None = None  # a configuration failure outside preflight is an input's, not the host's
 
 
 def _gpus(indices: Iterable[int]) -> str:
@@ -142,9 +144,15 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
     for record in records:
         ran.setdefault(record.check, set()).add(record.gpu)
     parts = []
-    if of("configuration"):
+    host = [r for r in of("configuration") if r.suite in (None, "preflight")]
+    if host:
+        parts.append(f"host configuration: fix the settings the preflight checks name, then rerun ({_counts(host)})")
+    inputs = [r for r in of("configuration") if r not in host]
+    if inputs:
+        suites = ", ".join(sorted({str(r.suite) for r in inputs}))
         parts.append(
-            f"host configuration: fix the settings the preflight checks name, then rerun ({_counts(of('configuration'))})"
+            f"inputs: fix the files or options the failed {suites} tests name (result files, ruleset, RCP file), "
+            f"then rerun; nothing points at the stack ({_counts(inputs)})"
         )
     if of("environment"):
         parts.append(
