@@ -38,6 +38,7 @@ from rocm_validate.collectives.rank import (
     store_prefix,
 )
 from rocm_validate.core.node_facts import NODE_GPU_VARIABLE
+from rocm_validate.text import clip
 
 POLL_S = 0.2
 STARTUP_S = 180.0  # importing torch and initialising a GPU runtime on a busy node
@@ -84,7 +85,7 @@ def _last_line(path: Path) -> str:
         lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
         return ""
-    return lines[-1][:300] if lines else ""
+    return clip(lines[-1], 300) if lines else ""
 
 
 def _exit_text(code: int) -> str:

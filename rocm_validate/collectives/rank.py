@@ -32,6 +32,7 @@ from rocm_validate.collectives import payloads
 from rocm_validate.collectives.outcome import REPORT_SCHEMA, summarize
 from rocm_validate.collectives.plan import Plan, parser, plan_from_arguments
 from rocm_validate.results.sizes import size_label
+from rocm_validate.text import clip
 
 RUN_ID_VARIABLE = "ROCM_VALIDATE_RUN_ID"  # set by the launcher; torchrun's TORCHELASTIC_RUN_ID otherwise
 EXIT_USAGE = 2
@@ -54,7 +55,7 @@ def result_key(prefix: str, rank: int) -> str:
 
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:400]}"
+    return f"{type(exc).__name__}: {clip(text, 400)}"
 
 
 class Rank:

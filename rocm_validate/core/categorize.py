@@ -21,6 +21,7 @@ from rocm_validate.results.triage import (
     FailureFacts,
     classify,
 )
+from rocm_validate.text import clip_start
 
 _CHAIN_LIMIT = 8  # causes followed; a loop or a very long chain says nothing more
 
@@ -70,7 +71,7 @@ def category_property(properties: list[tuple[str, Any]]) -> str | None:
 def facts_of(report: pytest.TestReport, exc: BaseException | None, suite: str | None) -> FailureFacts:
     """The facts `classify` needs, from a failed report and (where still at hand) its exception."""
     types = exception_types(exc)
-    message = str(getattr(exc, "msg", "") or exc) if exc is not None else report.longreprtext[-4000:]
+    message = str(getattr(exc, "msg", "") or exc) if exc is not None else clip_start(report.longreprtext, 4000)
     return FailureFacts(
         suite=suite,
         explicit=getattr(exc, "category", None) or category_property(report.user_properties),

@@ -27,6 +27,7 @@ from rocm_validate.results.metrics import (
 )
 from rocm_validate.results.report import FINDINGS_PROPERTY, TestResult
 from rocm_validate.results.triage import CATEGORY_PROPERTY, classify
+from rocm_validate.text import clip_start
 
 if TYPE_CHECKING:
     from rocm_validate.results.peers import PeerFinding
@@ -46,7 +47,7 @@ def _message(report: pytest.TestReport) -> str:
     if report.skipped and isinstance(report.longrepr, tuple):
         return re.sub(r"^[\w.]*NotValidated: ", "", str(report.longrepr[2]))
     if report.failed:
-        return report.longreprtext[-4000:]
+        return clip_start(report.longreprtext, 4000)
     return ""
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from rocm_validate.errors import ToolOutputError
 from rocm_validate.platform import identity
 from rocm_validate.platform.arch import normalize_gfx, parse_gcn_arch
+from rocm_validate.text import clip
 
 _UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 _QUANTITY_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)")
@@ -213,7 +214,7 @@ def _max_level_mhz(levels: Any) -> int | None:
 
 def _shown(value: Any) -> str:
     text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return clip(text, 40)
 
 
 class _Sections:

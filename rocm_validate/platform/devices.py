@@ -35,6 +35,7 @@ from rocm_validate.platform import (
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.device_info import DeviceInfo
 from rocm_validate.platform.probing import ProbeErrors
+from rocm_validate.text import clip
 
 __all__ = ["VISIBILITY_VARIABLES", "DeviceInfo", "discover_devices"]
 
@@ -378,7 +379,7 @@ def run_tool(command: list[str], timeout_s: float = _SUBPROCESS_TIMEOUT_S) -> st
         raise FileNotFoundError(f"{command[0]} not on PATH")
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[:200]}")
+        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {clip(done.stderr.strip(), 200)}")
     return done.stdout
 
 

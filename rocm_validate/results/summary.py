@@ -23,6 +23,7 @@ from rocm_validate.results.report import (
     metrics_in_order,
     stack_summary,
 )
+from rocm_validate.text import clip
 
 _FAILED = ("failed", "error", "xpassed")
 _MESSAGE_CHARS = 300
@@ -53,7 +54,7 @@ class RunFacts:
 def _first_line(message: str) -> str:
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     text = next((line for line in lines if line.startswith("E ")), lines[-1] if lines else "")
-    return text.removeprefix("E ").strip()[:_MESSAGE_CHARS]
+    return clip(text.removeprefix("E ").strip(), _MESSAGE_CHARS)
 
 
 def _gpu_cell(result_gpu: object) -> str:
