@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rocm_validate.core import hookspec, levels, node, options, requirements
+from rocm_validate.core import hookspec, levels, node, options, outputs, requirements
 from rocm_validate.core.categorize import categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
 from rocm_validate.core.session import (
@@ -56,10 +56,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, Any, Any]:
+    """A run that ended before writing its outputs (a usage error at any stage, an internal
+    error before its end) says so at the end of its markdown summary."""
+    try:
+        status = yield
+    except UsageError as exc:
+        outputs.note_stop(config, str(exc))
+        raise
+    if status == pytest.ExitCode.INTERNAL_ERROR:
+        outputs.note_stop(config, None)
+    return status
+
+
+@pytest.hookimpl(tryfirst=True)  # the outputs are claimed before any other plugin's option can stop the run
 def pytest_configure(config: pytest.Config) -> None:
     for marker, description in requirements.MARKERS.items():
         config.addinivalue_line("markers", f"{marker}: {description}")
-    state = RunState(config=config, settings=options.resolve_settings(config))
+    options.refuse_empty_values(config)
+    claimed = outputs.claim_run_outputs(config)
+    state = RunState(config=config, settings=options.resolve_settings(config, claimed.report, claimed.summary))
     state.node = node.worker_facts(config)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(ResultCollector(state), COLLECTOR_NAME)

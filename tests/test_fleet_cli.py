@@ -93,7 +93,7 @@ def test_a_read_only_output_folder_is_refused(fleet_folder, tmp_path, capsys):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     assert main(["fleet", str(fleet_folder), "--out", str(locked)]) == 2
-    assert "is not writable by this user" in capsys.readouterr().err
+    assert "a file cannot be created in" in capsys.readouterr().err
 
 
 def test_expected_hosts_come_from_a_file_a_folder_or_a_list(tmp_path):
@@ -122,3 +122,17 @@ def test_a_fleet_report_written_into_the_reports_folder_is_not_read_back_as_a_no
     assert main(["fleet", str(folder), "--out", str(folder)]) == 1
     assert main(["fleet", str(folder), "--out", str(folder)]) == 1
     assert capsys.readouterr().out.splitlines()[-2] == "rocm-validate fleet verdict: drain: node-2 (numerics)"
+
+
+def test_a_fleet_json_that_cannot_be_written_at_the_end_is_one_line(fleet_folder, tmp_path, capsys, monkeypatch):
+    def full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    assert main(["fleet", str(fleet_folder), "--json", str(tmp_path / "fleet.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"rocm-validate fleet: error: cannot write the fleet report: cannot write {tmp_path / 'fleet.json'}: "
+        "No space left on device; it is unchanged"
+    )
+    assert list(tmp_path.iterdir()) == []

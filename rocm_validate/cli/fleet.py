@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.errors import CommandError
+from rocm_validate.errors import CommandError, JsonFileError
 
 PARALLEL_FROM = 64  # reports; fewer are read in this process (starting workers costs more)
 OUTPUTS = {  # --out DIR writes these
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         ):
             if path:
                 _write_text(path, text)
-    except OSError as exc:
+    except (OSError, JsonFileError) as exc:
         raise CommandError(f"cannot write the fleet report: {exc}") from None
     written = [str(p) for p in (outputs.json, outputs.markdown, outputs.junit, outputs.drain_list) if p]
     print(output.headline(fleet))

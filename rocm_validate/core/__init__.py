@@ -6,9 +6,11 @@ session (run state in config.stash), commands (every command a run prints), requ
 (markers and every need-vs-found skip reason), fixtures (rocm_device, torch_device,
 model_builder, record_rocm_metric), oom (the one out-of-memory path), watchdog (ends a plain run
 stuck in native code), header (what the run validates and how to repeat it), collector (outcomes
-and metrics into the table and the JSON report), categorize (each failure's triage category),
-hookspec (the hooks other plugins implement), node and node_facts (whole-node runs: the wiring,
-and the facts handed to each worker), pinning (which visibility variable pins a process),
-scheduling (the pytest-xdist scheduler of a node run), tunableop_file (the TunableOp results
-file a run names, and its fixtures).
+and metrics into the table and the JSON report), outputs (the report, summary, JUnit and
+benchmark files: claimed at the start, written whole at the end, a stopped run said in the
+summary), categorize (each failure's triage category), hookspec (the hooks other plugins
+implement), node and node_facts (whole-node runs: the wiring, and the facts handed to each
+worker), pinning (which visibility variable pins a process), scheduling (the pytest-xdist
+scheduler of a node run), tunableop_file (the TunableOp results file a run names, and its
+fixtures).
 """

@@ -17,6 +17,7 @@ import pytest
 from rocm_validate.core import node
 from rocm_validate.core.categorize import category_property, facts_of
 from rocm_validate.core.levels import describe_time_used
+from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
 from rocm_validate.results.metrics import (
@@ -183,12 +184,11 @@ class ResultCollector:
                 terminalreporter.write_line(line)
             for line in peer_lines(self.peers):
                 terminalreporter.write_line(line, red=True)
-        for label, path, written in (
-            ("report", self.state.settings.report_path, self.state.report_written),
-            ("summary", self.state.settings.summary_path, self.state.summary_written),
-        ):
-            if path is not None and written:
-                terminalreporter.write_line(f"rocm-validate {label}: wrote {path}")
+        found = outputs_of(self.state.config)
+        for line in found.wrote:
+            terminalreporter.write_line(line)
+        for line in found.failed:
+            terminalreporter.write_line(line, red=True)
 
     def write_verdict(self, terminalreporter: Any) -> None:
         """The verdict line, after every suite's own summary lines (see plugin.py)."""
@@ -207,27 +207,33 @@ class ResultCollector:
         self.peers = self._peer_findings()
         if any(f.flagged for f in self.peers) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        found = outputs_of(session.config)
         self.exit_status = int(session.exitstatus)
+        found.finished = True
         if settings.report_path is None and settings.summary_path is None:
             return
         touched = any(r.suite for r in self.state.results.values()) or self.state.discovered
         device = self.state.device() if touched else None
         results = list(self.state.results.values())
         if settings.report_path is not None:
-            self._write_report(device, results)
+            from rocm_validate.results import jsonfile
+            from rocm_validate.results.report import REPORT_SCHEMA
+
+            report = self._report(device, results)
+            write(
+                session.config,
+                "report",
+                settings.report_path,
+                lambda path: jsonfile.write_json(path, report, REPORT_SCHEMA),
+            )
         if settings.summary_path is not None:
             from rocm_validate.results.summary import markdown
 
-            settings.summary_path.write_text(markdown(self.run_facts(device, results)))
-            self.state.summary_written = True
+            text = markdown(self.run_facts(device, results)) + "\n"
+            write(session.config, "summary", settings.summary_path, lambda path: append_text(path, text))
 
-    def _write_report(self, device: Any, results: list[TestResult]) -> None:
-        from rocm_validate.results import jsonfile
-        from rocm_validate.results.report import (
-            REPORT_SCHEMA,
-            build_report,
-            outcome_counts,
-        )
+    def _report(self, device: Any, results: list[TestResult]) -> dict[str, Any]:
+        from rocm_validate.results.report import build_report, outcome_counts
 
         facts = self.state.node
         node_section = None
@@ -243,7 +249,7 @@ class ResultCollector:
                 ],
             }
         assert self.exit_status is not None
-        report = build_report(
+        return build_report(
             self.state.settings.summary(),
             device,
             results,
@@ -253,9 +259,6 @@ class ResultCollector:
             node=node_section,
             peers=[f.to_dict() for f in self.peers],
         )
-        assert self.state.settings.report_path is not None  # only called when a report was asked for
-        jsonfile.write_json(self.state.settings.report_path, report, REPORT_SCHEMA)
-        self.state.report_written = True
 
     def run_facts(self, device: Any, results: list[TestResult]) -> Any:
         """What the markdown summary and the HTML report show about this run."""

@@ -14,7 +14,8 @@ and in the environment, from the ini file's folder in the ini file. Every parser
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -158,10 +159,38 @@ def add_flag(parser: pytest.Parser, flag: str, help: str) -> None:
     parser.getgroup(GROUP, GROUP_DESCRIPTION).addoption(flag, action="store_true", default=False, help=help)
 
 
+# The variable a value usually comes from, named when it expanded to nothing.
+USUAL_VARIABLES = {"--rocm-summary": "GITHUB_STEP_SUMMARY"}
+
+
+def empty_value_problem(flag: str, value: str, environ: Mapping[str, str]) -> str:
+    """The usage error for an empty command-line value (`--rocm-report=$UNSET`): never the
+    current directory or the default in silence."""
+    variable = USUAL_VARIABLES.get(flag)
+    if variable is None:
+        why = "a shell variable that expanded to nothing?"
+    else:
+        state = "set here, so it came from another variable" if environ.get(variable) else "unset here"
+        why = f"as {flag}=${variable} gives where {variable} is not set: {variable} is {state}; GitHub Actions sets it only inside a workflow step"
+    return f"{flag}={value!r}: an empty value ({why}); give a value, or leave the option out for its default"
+
+
+def refuse_empty_values(config: pytest.Config) -> None:
+    """Every rocm-validate option given an empty value on the command line is a usage error
+    naming it (each option's dest is its flag's: --rocm-report -> rocm_report)."""
+    for dest, value in sorted(vars(config.option).items()):
+        if dest.startswith("rocm_") and isinstance(value, str) and not value.strip():
+            raise UsageError(empty_value_problem("--" + dest.replace("_", "-"), value, os.environ))
+
+
 def raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str]:
-    """The value of an option and where it came from (command line > environment > ini)."""
+    """The value of an option and where it came from (command line > environment > ini). An
+    empty environment variable or ini value counts as unset; an empty command-line value is a
+    usage error."""
     value = config.getoption(spec.flag)
     if value is not None:
+        if not str(value).strip():
+            raise UsageError(empty_value_problem(spec.flag, str(value), os.environ))
         return str(value), spec.flag
     if spec.env and os.environ.get(spec.env):
         return os.environ[spec.env], spec.env + ENVIRONMENT
@@ -185,7 +214,10 @@ def parse_or_default(config: pytest.Config, spec: OptionSpec, parse: Callable[[s
 
 def given_path(config: pytest.Config, value: str, source: str) -> Path:
     """The one rule for a path an option names: a relative one is taken from the folder of the
-    ini file when the ini key gave it, else from the directory pytest was started in."""
+    ini file when the ini key gave it, else from the directory pytest was started in. A blank
+    value (an environment variable of spaces) is a usage error, never the current directory."""
+    if not value.strip():
+        raise UsageError(empty_value_problem(source_name(source), value, os.environ))
     if source.endswith(INI):
         base = config.inipath.parent if config.inipath is not None else config.rootpath
     else:
@@ -206,33 +238,22 @@ def existing_folder(config: pytest.Config, spec: OptionSpec, expected: str) -> P
     return folder
 
 
-def writable_file(config: pytest.Config, spec: OptionSpec, example: str) -> Path | None:
-    """The file a command-line option names for output, checked now so no measurement of the run
-    is lost to a late write error: a folder, or a place that cannot be written, is a usage error."""
-    value, source = raw_value(config, spec)
-    if not value:
-        return None
-    path = given_path(config, value, source)
-    if path.is_dir():
-        raise UsageError(f"{spec.flag}={value!r} is a folder; expected a file path such as {example}")
-    problem = writable_folder_problem(path.parent)
-    if problem:
-        raise UsageError(
-            f"{spec.flag}={value!r}: cannot write there: {problem}; choose a writable path such as {example}"
-        )
-    return path
-
-
 def writable_folder_problem(folder: Path) -> str | None:
-    """Why files cannot be created in `folder` (making it if missing), or None when they can."""
+    """Why files cannot be created in `folder` (making it if missing), or None when they can:
+    proven by creating and removing a file there, as permissions alone do not say (root writes
+    anywhere the bits allow, yet not in /proc or on a read-only mount)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return f"{folder} cannot be created ({exc.strerror or exc})"
     if not folder.is_dir():
         return f"{folder} is not a folder"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{folder} is not writable by this user"
+    try:
+        descriptor, probe = tempfile.mkstemp(prefix=".rocm-validate-", suffix=".probe", dir=folder)
+        os.close(descriptor)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"a file cannot be created in {folder} ({exc.strerror or exc})"
     return None
 
 
@@ -350,8 +371,9 @@ def _suites(config: pytest.Config) -> tuple[frozenset[str], bool]:
     return parse_suites(SUITE.default or "correctness", SUITE.flag), False
 
 
-def resolve_settings(config: pytest.Config) -> Settings:
-    """Read every run-wide option once; raises UsageError on a bad value."""
+def resolve_settings(config: pytest.Config, report_path: Path | None, summary_path: Path | None) -> Settings:
+    """Read every run-wide option once (the output paths were claimed before, `core.outputs`);
+    raises UsageError on a bad value."""
     suites, suite_given = _suites(config)
     update = bool(config.getoption(UPDATE_FLAG))
     accept = bool(config.getoption(ACCEPT_FLAG))
@@ -363,8 +385,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
         update_baselines=update,
         baselines_dir=_baselines_dir(config, update),
         device=parse_or_default(config, DEVICE, DeviceSelection.parse, DeviceSelection()),
-        report_path=writable_file(config, REPORT, "report.json"),
-        summary_path=writable_file(config, SUMMARY, "summary.md"),
+        report_path=report_path,
+        summary_path=summary_path,
         strict=bool(strict_flag) if strict_flag is not None else bool(config.getini(STRICT_INI)),
         suite_given=suite_given,
         accept_regressions=accept,

@@ -26,9 +26,7 @@ class RunState:
     config: pytest.Config
     settings: Settings
     results: dict[str, TestResult] = field(default_factory=dict)
-    report_written: bool = False
     started: float = field(default_factory=time.monotonic)  # for the time used against the level's budget
-    summary_written: bool = False
     node: NodeFacts | None = None  # a whole-node run's devices (and, in a worker, its pinned GPU)
     worker_gpus: dict[str, int | None] = field(default_factory=dict)  # controller: each xdist worker's GPU, by id
     _devices: list[DeviceInfo] | None = None

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rocm_validate.core import options
+from rocm_validate.core import options, outputs
 from rocm_validate.core.commands import Commands
 from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 
 SETTINGS_KEY = pytest.StashKey[PerfSettings]()
+BENCHMARK_JSON_KEY = pytest.StashKey[Path | None]()
 CONTEXT_KEY = pytest.StashKey[PerfContext]()
 HEADER_KEY = pytest.StashKey["list[str]"]()
 
@@ -96,9 +98,16 @@ def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
             config, WINDOW, parse_window, EXTENDED_WINDOW_FACTOR if extended else 1.0
         ),
         rules=rules,
-        benchmark_json=options.writable_file(config, BENCHMARK_JSON, "benchmarks.json"),
+        benchmark_json=config.stash[BENCHMARK_JSON_KEY],
         floors_dir=options.existing_folder(config, FLOORS, "a folder of <device-key>.json floors"),
     )
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_configure")
+def pytest_configure_benchmark_json(config: pytest.Config) -> None:
+    """pytest_configure, first: --rocm-benchmark-json claimed before any option can stop the run
+    (`core.outputs`); named for pytest, which reads hooks only from `pytest_` names."""
+    config.stash[BENCHMARK_JSON_KEY] = outputs.claim(config, BENCHMARK_JSON, "benchmarks.json")
 
 
 @pytest.hookimpl(trylast=True)  # after rocm_validate.plugin has resolved the run-wide settings
@@ -347,4 +356,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     device = state.device() if state.discovered or "perf" in state.settings.suites else None
     machine, commit = collect_machine_and_commit()
     document = benchmark_document(_perf_metrics(config), device, machine, commit)
-    jsonfile.write_json(perf.benchmark_json, document, BENCHMARK_SCHEMA)
+    outputs.write(
+        config,
+        "benchmark json",
+        perf.benchmark_json,
+        lambda path: jsonfile.write_json(path, document, BENCHMARK_SCHEMA),
+    )

@@ -68,15 +68,20 @@ def _umask() -> int:
 
 
 def write_json(path: Path, data: Any, schema: Schema) -> None:
-    """Validate, then replace `path` atomically (temporary file in the same folder + rename)."""
+    """Validate, then replace `path` atomically (temporary file in the same folder + rename). A
+    write that fails (a full disk, a read-only folder, a file that cannot be replaced) leaves
+    `path` as it was and raises JsonFileError naming it and the cause (the OSError is its cause)."""
     problems = schema_errors(data, schema)
     if problems:
         raise JsonFileError(
             f"refusing to write {path}: data breaks the {schema.get('title', 'expected')} schema: {'; '.join(problems[:5])}"
         )
     text = dumps(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise JsonFileError(f"cannot write {path}: {exc.strerror or exc}; it is unchanged") from exc
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -84,6 +89,9 @@ def write_json(path: Path, data: Any, schema: Schema) -> None:
             os.fsync(handle.fileno())
         os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; a shared baselines folder needs the usual mode
         os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise JsonFileError(f"cannot write {path}: {exc.strerror or exc}; it is unchanged") from exc
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

@@ -1,0 +1,110 @@
+"""The files a run writes (core.outputs): claimed at the start, written whole at the end, a failed
+write one line; and empty option values refused (core.options). Write failures are injected by
+patching the one OS call that fails on a full disk."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from rocm_validate.core import outputs
+from rocm_validate.core.options import empty_value_problem
+from rocm_validate.errors import UsageError
+
+PASSING = """
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+def test_ok():
+    pass
+"""
+
+
+def _full_disk(*args: object, **kwargs: object) -> int:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_an_append_that_fails_leaves_the_file_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("## the build step\n")
+    real_write = os.write
+    calls = []
+
+    def half_then_full(descriptor: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(descriptor, bytes(data[:10]))  # a short write, then the disk is full
+        return _full_disk()
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError, match="No space left on device"):
+        outputs.append_text(summary, "## rocm-validate: passed (exit status 0)\n" * 50)
+    assert summary.read_text() == "## the build step\n" and len(calls) == 2
+
+
+def test_an_append_writes_the_whole_text_after_what_the_file_held(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("## the build step\n")
+    outputs.append_text(summary, "## rocm-validate: passed\n")
+    assert summary.read_text() == "## the build step\n## rocm-validate: passed\n"
+
+
+def test_a_write_that_fails_is_one_line_naming_the_file_and_the_cause(tmp_path: Path) -> None:
+    class Config:
+        stash = pytest.Stash()
+
+    def writer(path: Path) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    assert not outputs.write(Config(), "report", tmp_path / "report.json", writer)  # type: ignore[arg-type]
+    assert outputs.outputs_of(Config()).failed == [  # type: ignore[arg-type]
+        f"rocm-validate report: could not write {tmp_path / 'report.json'}: Read-only file system; nothing was "
+        "written there (the run's exit status is its tests')"
+    ]
+
+
+def test_a_claimed_path_loses_its_old_file_but_an_appended_one_keeps_it(tmp_path: Path) -> None:
+    old, kept = tmp_path / "report.json", tmp_path / "summary.md"
+    old.write_text("last week: passed")
+    kept.write_text("## the build step\n")
+    outputs.claim_path(old, "--rocm-report='report.json'", "report.json")
+    outputs.claim_path(kept, "--rocm-summary='summary.md'", "summary.md", append=True)
+    assert not old.exists() and kept.read_text() == "## the build step\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.md"]  # the probe file is gone too
+
+
+@pytest.mark.parametrize(
+    ("where", "complaint"),
+    [("folder", "is a folder; expected a file path such as report.json"), ("/proc/x.json", "cannot write there")],
+)
+def test_a_path_no_file_can_be_written_to_is_refused_at_the_start(tmp_path: Path, where: str, complaint: str) -> None:
+    path = tmp_path if where == "folder" else Path(where)
+    with pytest.raises(UsageError, match=complaint):
+        outputs.claim_path(path, f"--rocm-report={str(path)!r}", "report.json")
+
+
+def test_an_empty_value_names_the_variable_it_probably_came_from() -> None:
+    unset = empty_value_problem("--rocm-summary", "", {})
+    assert unset.startswith("--rocm-summary='': an empty value (as --rocm-summary=$GITHUB_STEP_SUMMARY gives")
+    assert "GITHUB_STEP_SUMMARY is unset here" in unset
+    assert "a shell variable that expanded to nothing?" in empty_value_problem("--rocm-report", "", {})
+
+
+def test_an_old_junit_file_is_removed_at_the_start_of_a_run_that_stops(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(PASSING)
+    junit = pytester.path / "junit.xml"
+    junit.write_text("<testsuite failures='0'/>")
+    result = pytester.runpytest(f"--junitxml={junit}", "--rocm-device=gpu0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and not junit.exists()
+
+
+def test_an_empty_junit_path_is_a_usage_error_not_silently_no_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest("--junitxml=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --junitxml='': an empty value*"])
