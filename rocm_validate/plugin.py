@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rocm_validate.core import hookspec, levels, node, options, outputs, requirements
+from rocm_validate.core import hookspec, interruption, levels, node, options, outputs, requirements
 from rocm_validate.core.categorize import categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
 from rocm_validate.core.session import (
@@ -76,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{marker}: {description}")
     options.refuse_empty_values(config)
     claimed = outputs.claim_run_outputs(config)
+    interruption.watch(config)  # Ctrl-C and SIGTERM end the run interrupted, never with a test counted passed
     state = RunState(config=config, settings=options.resolve_settings(config, claimed.report, claimed.summary))
     state.node = node.worker_facts(config)
     config.stash[STATE_KEY] = state

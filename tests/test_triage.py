@@ -9,6 +9,7 @@ from rocm_validate.results.triage import (
     CATEGORIES,
     CheckRecord,
     FailureFacts,
+    RunEnd,
     classify,
     combine,
     verdict,
@@ -186,3 +187,41 @@ def test_a_clean_run_passes_and_an_empty_one_validated_nothing() -> None:
 def test_timeouts_and_crashes_are_counted_with_what_to_do() -> None:
     line = verdict([CheckRecord(0, "a", "timeout"), CheckRecord(0, "b", "crash"), CheckRecord(0, "c", "crash")])
     assert "timeout: 1 test(s): rerun" in line and "crash: 2 test(s): rerun the failed tests alone" in line
+
+
+# --- inputs named by the failing check, and how the run ended ------------------------------------
+
+
+def test_an_interrupted_run_never_reads_as_a_pass() -> None:
+    line = verdict(node({}), RunEnd(interrupted="SIGTERM"))
+    assert line.startswith("rocm-validate verdict: interrupted by SIGTERM: the run did not finish")
+    assert "pass:" not in line and "every check that finished passed on GPUs 0" in line
+
+
+def test_a_run_stopped_by_a_usage_error_validated_nothing_and_says_why() -> None:
+    line = verdict([], RunEnd(stopped="--rocm-level='sometimes': unknown level"))
+    assert line == (
+        "rocm-validate verdict: nothing was validated: the run stopped on a usage error: "
+        "--rocm-level='sometimes': unknown level"
+    )
+
+
+def test_a_usage_error_after_the_tests_leads_the_verdict_of_what_ran() -> None:
+    line = verdict(node({}), RunEnd(stopped="--rocm-floors: a floor gated nothing"))
+    assert line.startswith("rocm-validate verdict: usage error: --rocm-floors: a floor gated nothing; every check")
+    assert "pass:" not in line
+
+
+@pytest.mark.parametrize(
+    ("recording", "strict", "said"),
+    [
+        (("updated", "folded", "noisy"), False, "recorded 2 baseline entries (not recorded: noisy: 1)"),
+        (("noisy", "noisy"), False, "nothing was recorded by --update-baselines: every measurement was refused"),
+        ((), True, "no test of this run measured anything to record (--rocm-strict: a recording run that"),
+    ],
+    ids=["some", "none-refused", "none-measured-strict"],
+)
+def test_a_recording_run_says_what_it_recorded(recording: tuple[str, ...], strict: bool, said: str) -> None:
+    line = verdict(node({}), RunEnd(recording=recording, strict=strict))
+    assert said in line
+    assert line.startswith("rocm-validate verdict: pass:") == bool(RunEnd(recording=recording).recorded)

@@ -8,7 +8,8 @@ model_builder, record_rocm_metric), oom (the one out-of-memory path), watchdog (
 stuck in native code), header (what the run validates and how to repeat it), collector (outcomes
 and metrics into the table and the JSON report), outputs (the report, summary, JUnit and
 benchmark files: claimed at the start, written whole at the end, a stopped run said in the
-summary), categorize (each failure's triage category), hookspec (the hooks other plugins
+summary), interruption (Ctrl-C and SIGTERM end a run interrupted, never with a test counted
+passed), categorize (each failure's triage category), hookspec (the hooks other plugins
 implement), node and node_facts (whole-node runs: the wiring, and the facts handed to each
 worker), pinning (which visibility variable pins a process), scheduling (the pytest-xdist
 scheduler of a node run), tunableop_file (the TunableOp results file a run names, and its

@@ -13,9 +13,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from _pytest.junitxml import xml_key
 
 from rocm_validate.core import node
 from rocm_validate.core.categorize import category_property, facts_of
+from rocm_validate.core.interruption import interruption_of
 from rocm_validate.core.levels import describe_time_used
 from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
@@ -27,7 +29,7 @@ from rocm_validate.results.metrics import (
     readable,
 )
 from rocm_validate.results.report import FINDINGS_PROPERTY, TestResult
-from rocm_validate.results.triage import CATEGORY_PROPERTY, classify
+from rocm_validate.results.triage import CATEGORY_PROPERTY, RunEnd, classify
 from rocm_validate.text import clip_start
 
 if TYPE_CHECKING:
@@ -39,8 +41,8 @@ COLLECTOR_NAME = "rocm_validate_collector"
 def _outcome(report: pytest.TestReport) -> str:
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
-    if report.failed:
-        return "failed" if report.when == "call" else "error"
+    if report.failed:  # as pytest counts it: an error in setup or teardown, a failure otherwise (a crashed worker)
+        return "error" if report.when in ("setup", "teardown") else "failed"
     return "skipped" if report.skipped else "passed"
 
 
@@ -146,16 +148,32 @@ class ResultCollector:
             if not is_xdist_worker(self.state.config):
                 report.user_properties = readable_properties(report.user_properties)
 
+    def run_end(self) -> RunEnd:
+        """How the run ended besides its checks: interrupted, stopped on a usage error, and what
+        --update-baselines recorded."""
+        config = self.state.config
+        watch = interruption_of(config)
+        settings = self.state.settings
+        recording = tuple(str(m.verdict) for m in self.state.metrics()) if settings.update_baselines else None
+        return RunEnd(
+            interrupted=watch.how if watch is not None else None,
+            stopped=outputs_of(config).stopped,
+            recording=recording,
+            strict=settings.strict,
+        )
+
     def verdict(self) -> str | None:
-        """The triage verdict over this run's suite tests (None when no suite test ran)."""
+        """The triage verdict over this run's suite tests; None for a run of tests of no suite
+        (the plugin's own tests), and 'nothing was validated' for a run that ran no test."""
         from rocm_validate.results.report import check_records
         from rocm_validate.results.triage import verdict
 
         results = [r for r in self.state.results.values() if r.suite]
-        if not results:
+        end = self.run_end()
+        if not results and self.state.results and not self.state.discovered and not end.stopped:
             return None
         device = self.state.device() if self.state.discovered else None
-        return verdict(check_records(results, device.index if device is not None and device.is_gpu else None))
+        return verdict(check_records(results, device.index if device is not None and device.is_gpu else None), end)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from rocm_validate.results.report import metrics_table, suite_summary_lines
@@ -207,9 +225,16 @@ class ResultCollector:
         self.peers = self._peer_findings()
         if any(f.flagged for f in self.peers) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        end = self.run_end()
+        if end.strict and end.recorded == 0 and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --rocm-strict: recording nothing is no pass
         found = outputs_of(session.config)
         self.exit_status = int(session.exitstatus)
         found.finished = True
+        verdict = self.verdict()
+        xml = session.config.stash.get(xml_key, None)
+        if xml is not None and verdict:
+            xml.add_global_property("rocm_validate.verdict", verdict)
         if settings.report_path is None and settings.summary_path is None:
             return
         touched = any(r.suite for r in self.state.results.values()) or self.state.discovered
@@ -271,6 +296,8 @@ class ResultCollector:
             devices=devices,
             results=results,
             peers=self.peers,
+            verdict=self.verdict(),
+            end=self.run_end(),
         )
 
     def _peer_findings(self) -> list[PeerFinding]:

@@ -23,6 +23,7 @@ from rocm_validate.results.report import (
     metrics_in_order,
     stack_summary,
 )
+from rocm_validate.results.triage import NOTHING_VALIDATED, RunEnd
 from rocm_validate.text import clip
 
 _FAILED = ("failed", "error", "xpassed")
@@ -45,10 +46,17 @@ class RunFacts:
     devices: list[DeviceInfo]
     results: list[TestResult]
     peers: list[PeerFinding] = field(default_factory=list)
+    verdict: str | None = None  # the triage verdict line
+    end: RunEnd = field(default_factory=RunEnd)  # interrupted, stopped, what --update-baselines recorded
 
     @property
     def passed(self) -> bool:
         return self.exit_status == 0
+
+    @property
+    def validated(self) -> bool:
+        """Whether any test ran to an outcome (skips validate nothing)."""
+        return any(r.outcome not in ("skipped", "xfailed") for r in self.results)
 
 
 def _first_line(message: str) -> str:
@@ -138,7 +146,21 @@ def tables(facts: RunFacts) -> list[Table]:
 
 
 def headline(facts: RunFacts) -> str:
-    status = "passed" if facts.passed else "FAILED"
+    """'rocm-validate: passed (exit status 0)', and never 'passed' for a run that was interrupted,
+    validated nothing or recorded nothing it was asked to."""
+    end = facts.end
+    if end.interrupted:
+        status = f"INTERRUPTED by {end.interrupted}"
+    elif end.stopped:
+        status = "usage error" if facts.validated else f"usage error, {NOTHING_VALIDATED}"
+    elif not facts.passed:
+        status = "FAILED" if facts.validated else f"FAILED, {NOTHING_VALIDATED}"
+    elif not facts.validated:
+        status = NOTHING_VALIDATED
+    elif end.recorded == 0:
+        status = "nothing was recorded"
+    else:
+        status = "passed"
     return f"rocm-validate: {status} (exit status {facts.exit_status})"
 
 
@@ -165,6 +187,8 @@ def _markdown_cell(text: str) -> str:
 
 def markdown(facts: RunFacts) -> str:
     lines = [f"## {headline(facts)}", ""]
+    if facts.verdict:
+        lines += [f"**{_markdown_cell(facts.verdict)}**", ""]
     lines += [f"- device: {line}" for line in device_lines(facts.devices)]
     lines += [f"- command: `{facts.command}`", ""]
     flagged = peer_lines(facts.peers)

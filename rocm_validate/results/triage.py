@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from rocm_validate.results.metrics import Verdict
+
 # Each category and what it means; the order is the order the verdict line lists them in.
 CATEGORIES: dict[str, str] = {
     "configuration": "a preflight check of the host failed (NUMA balancing, IOMMU mode, limits), or an input the "
@@ -135,7 +137,7 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
     gpus = {r.gpu for r in records if r.gpu is not None}
     if not failed:
         where = _gpus(gpus)
-        return [f"pass: every check that ran passed on {where}" if records else "nothing was validated"]
+        return [f"pass: every check that ran passed on {where}" if records else NOTHING_VALIDATED]
 
     def of(*categories: str) -> list[CheckRecord]:
         return [r for r in failed if r.category in categories]
@@ -202,8 +204,61 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
     return parts
 
 
-def verdict(records: Sequence[CheckRecord]) -> str:
+NOTHING_VALIDATED = "nothing was validated"
+RECORDED = (Verdict.UPDATED, Verdict.FOLDED)  # a measurement --update-baselines wrote
+NOT_RECORDED = (Verdict.NOISY, Verdict.REFUSED, Verdict.NOT_RECORDED)
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How the run ended, besides its checks: what interrupted it, the usage error that stopped it,
+    and (under --update-baselines) the verdicts of the measurements it was to record."""
+
+    interrupted: str | None = None  # 'SIGTERM', 'SIGINT', 'pytest.exit: <reason>'
+    stopped: str | None = None  # the usage error that stopped it
+    recording: tuple[str, ...] | None = None  # None: not an --update-baselines run
+    strict: bool = False
+
+    @property
+    def recorded(self) -> int | None:
+        """Entries --update-baselines wrote (None: not a recording run)."""
+        return None if self.recording is None else sum(1 for v in self.recording if v in RECORDED)
+
+
+def recording_part(end: RunEnd) -> str | None:
+    """'recorded 3 baseline entries (not recorded: noisy: 1)', or what recorded nothing."""
+    if end.recording is None:
+        return None
+    counted = Counter(end.recording)
+    refused = ", ".join(f"{v}: {counted[v]}" for v in NOT_RECORDED if counted[v])
+    if end.recorded:
+        plural = "entry" if end.recorded == 1 else "entries"
+        return f"recorded {end.recorded} baseline {plural}" + (f" (not recorded: {refused})" if refused else "")
+    why = f"every measurement was refused ({refused})" if refused else "no test of this run measured anything to record"
+    strict = " (--rocm-strict: a recording run that records nothing fails)" if end.strict else ""
+    return f"nothing was recorded by --update-baselines: {why}{strict}"
+
+
+def verdict(records: Sequence[CheckRecord], end: RunEnd | None = None) -> str:
     """The run's last line: 'software regression: roll back the image (...)' when every GPU fails
     the same numerics or performance checks, 'GPU 5: drain and triage (...)' when one fails alone,
-    and for a single-GPU run what one GPU can say."""
-    return "rocm-validate verdict: " + "; ".join(verdict_parts(records))
+    and for a single-GPU run what one GPU can say. It never says 'pass' for a run that was
+    interrupted, stopped on a usage error, validated nothing or recorded nothing it was asked to."""
+    end = end or RunEnd()
+    if end.stopped and not records:
+        return f"rocm-validate verdict: {NOTHING_VALIDATED}: the run stopped on a usage error: {end.stopped}"
+    parts = verdict_parts(records)
+    if end.stopped:
+        parts = [f"usage error: {end.stopped}", *(p.removeprefix("pass: ") for p in parts)]
+    recorded = recording_part(end)
+    if recorded is not None and not end.recorded:
+        parts = [recorded, *(p.removeprefix("pass: ") for p in parts)]
+    elif recorded is not None:
+        parts.append(recorded)
+    if end.interrupted:
+        lead = (
+            f"interrupted by {end.interrupted}: the run did not finish, so it validated only part of what it was "
+            "asked; rerun it"
+        )
+        parts = [lead, *(p.replace("pass: every check that ran", "every check that finished") for p in parts)]
+    return "rocm-validate verdict: " + "; ".join(parts)
