@@ -16,7 +16,7 @@ from rocm_validate.collectives.busbw import (
     busbw_gbps,
     find_dips,
 )
-from rocm_validate.collectives.outcome import summarize
+from rocm_validate.collectives.outcome import group_failure, summarize
 from rocm_validate.collectives.plan import (
     CPU_PLAN,
     GPU_PLAN,
@@ -207,3 +207,35 @@ def test_a_mismatch_reports_count_first_index_and_greatest_difference():
 
 def test_the_element_count_is_a_multiple_of_the_world():
     assert payloads.element_count(4096, 3) == 1023 and payloads.element_count(4, 8) == 8
+
+
+@pytest.mark.parametrize(
+    ("problems", "category"),
+    [
+        (["rank 1 on the CPU: could not join the group (exit status 2) in startup: ..."], "configuration"),
+        (
+            [
+                "rank 1 on the CPU: hung in startup: still running after the other ranks gave up waiting",
+                "rank 0 on the CPU: could not join the group (exit status 2) in startup: ...",
+            ],
+            "configuration",
+        ),
+        (
+            ["rank 1 on the CPU: hung in all_reduce 4KiB: still running after the other ranks gave up waiting"],
+            "timeout",
+        ),
+        (
+            [
+                "rank 1 on the CPU: died with signal 11 (SIGSEGV) in startup",
+                "rank 0 on the CPU: could not join the group (exit status 2) in startup: ...",
+            ],
+            "crash",
+        ),
+    ],
+    ids=["a-rank-could-not-join", "the-group-never-formed", "a-rank-hung-in-a-collective", "a-rank-died-at-startup"],
+)
+def test_a_group_that_did_not_complete_is_a_rendezvous_problem_only_when_it_never_formed(
+    problems: list[str], category: str
+) -> None:
+    found, fix = group_failure(problems)
+    assert found == category and (fix is not None) == (category == "configuration")

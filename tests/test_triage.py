@@ -192,6 +192,19 @@ def test_timeouts_and_crashes_are_counted_with_what_to_do() -> None:
 # --- inputs named by the failing check, and how the run ended ------------------------------------
 
 
+def test_an_input_failure_names_the_fix_its_check_gave_never_a_library_or_a_rollback() -> None:
+    record = "record this device's baselines with pytest --rocm-suite=perf --update-baselines"
+    records = [
+        CheckRecord(0, "test_gemm", "configuration", "perf", record),
+        CheckRecord(0, "test_sdpa", "configuration", "perf", record),
+        CheckRecord(0, "test_copy", None, "perf"),
+    ]
+    line = verdict(records)
+    assert line == (
+        f"rocm-validate verdict: inputs: {record}, then rerun; nothing points at the stack (configuration: 2)"
+    )
+
+
 def test_an_interrupted_run_never_reads_as_a_pass() -> None:
     line = verdict(node({}), RunEnd(interrupted="SIGTERM"))
     assert line.startswith("rocm-validate verdict: interrupted by SIGTERM: the run did not finish")

@@ -29,9 +29,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.collectives.outcome import WorldOutcome, summarize
+from rocm_validate.collectives.outcome import JOIN_FAILED, WorldOutcome, summarize
 from rocm_validate.collectives.plan import Plan, WorldSpec
 from rocm_validate.collectives.rank import (
+    EXIT_USAGE,
     RUN_ID_VARIABLE,
     progress_key,
     result_key,
@@ -163,9 +164,8 @@ def _supervise(
             if code and rank not in watch.notes:
                 where = watch.progress.get(rank, "startup")
                 tail = _last_line(logs[rank])
-                watch.notes[rank] = (
-                    f"died with {_exit_text(code)} in {where}" + (f": {tail}" if tail else "") + f" (log {logs[rank]})"
-                )
+                what = f"{JOIN_FAILED} ({_exit_text(code)})" if code == EXIT_USAGE else f"died with {_exit_text(code)}"
+                watch.notes[rank] = f"{what} in {where}" + (f": {tail}" if tail else "") + f" (log {logs[rank]})"
         if not running:
             break
         if watch.first_end is not None and now - watch.first_end > grace_s:

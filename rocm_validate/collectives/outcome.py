@@ -48,6 +48,29 @@ REPORT_SCHEMA: dict[str, Any] = {
 }
 
 
+# How the launcher names a rank that could not join the group (the rendezvous: its address, its
+# port, the other ranks); `group_failure` reads it to call that a configuration problem.
+JOIN_FAILED = "could not join the group"
+JOIN_FIX = (
+    "check that every rank starts and reaches the rendezvous (MASTER_ADDR / MASTER_PORT, a free port, a "
+    "firewall between the nodes); each rank's log is named in the failure"
+)
+
+
+def group_failure(problems: Sequence[str]) -> tuple[str, str | None]:
+    """The triage category of a group that did not complete, from its first problem (the rank that
+    ended it), and what to fix: a rank that could not join is the run's configuration, never the
+    stack's numerics, and so is one stuck in startup while another could not join (the group never
+    formed); a rank that hung or never started is a timeout; one that died, a crash."""
+    first = problems[0] if problems else ""
+    never_formed = "in startup" in first and "died with" not in first and any(JOIN_FAILED in p for p in problems)
+    if JOIN_FAILED in first or never_formed:
+        return "configuration", JOIN_FIX
+    if "hung in" in first or "did not start within" in first:
+        return "timeout", None
+    return "crash", None
+
+
 def spread(seconds: Sequence[float]) -> float | None:
     """IQR / median of timed rounds: the relative noise the perf gate reads (None below 2 rounds)."""
     if len(seconds) < 2:

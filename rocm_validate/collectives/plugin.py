@@ -15,11 +15,11 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from rocm_validate.collectives.outcome import PairOutcome, StepOutcome, WorldOutcome
+from rocm_validate.collectives.outcome import PairOutcome, StepOutcome, WorldOutcome, group_failure
 from rocm_validate.collectives.plan import (
     DEFAULT_CPU_RANKS,
     Plan,
@@ -30,6 +30,7 @@ from rocm_validate.collectives.plan import (
     world_skip_reason,
 )
 from rocm_validate.core import options
+from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.node_facts import NodeFacts, gpu_ref, outer_visibility
 from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import RunState, run_state
@@ -116,7 +117,14 @@ class CollectiveRun:
         __tracebackhide__ = True
         problem = self.outcome.incomplete(op, len(self.plan.sizes))
         if problem:
-            pytest.fail(problem, pytrace=False)
+            self.fail_for_group(problem)
+
+    def fail_for_group(self, message: str) -> NoReturn:
+        """Fail as what stopped the group (`outcome.group_failure`): a rank that could not join is the
+        run's configuration, one that hung a timeout, one that died a crash; never a wrong result."""
+        __tracebackhide__ = True
+        category, fix = group_failure(self.outcome.problems)
+        fail_as(category, message, fix)
 
     def metric_name(self, step: StepOutcome) -> str:
         """'collective.all_reduce.8ranks.256mib'."""

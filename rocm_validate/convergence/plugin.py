@@ -270,6 +270,6 @@ def require_rcp(config: pytest.Config, check: MiniBertCheck) -> StoredRcp:
     try:
         return check.rcp()
     except RcpUnavailable as exc:
-        not_validated(str(exc))
+        not_validated(str(exc), "configuration", f"record this device's mini-BERT RCPs with {check.record_command}")
     except JsonFileError as exc:
         pytest.fail(str(exc), pytrace=False)

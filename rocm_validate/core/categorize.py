@@ -18,6 +18,7 @@ from rocm_validate.results.metrics import NUMERICS_PROPERTY
 from rocm_validate.results.triage import (
     CATEGORIES,
     CATEGORY_PROPERTY,
+    FIX_PROPERTY,
     FailureFacts,
     classify,
 )
@@ -31,17 +32,20 @@ class CategorizedFailure(pytest.fail.Exception):  # type: ignore[name-defined]  
 
     __module__ = "builtins"  # as pytest's own Failed: the summary reads 'CategorizedFailure: <message>'
 
-    def __init__(self, message: str, category: str) -> None:
+    def __init__(self, message: str, category: str, fix: str | None = None) -> None:
         if category not in CATEGORIES:
             raise ValueError(f"category must be one of {', '.join(CATEGORIES)}; found {category!r}")
         super().__init__(msg=message, pytrace=False)
         self.category = category
+        self.fix = fix
 
 
-def fail_as(category: str, message: str) -> NoReturn:
-    """Fail the current test as `category` ('hardware', 'configuration', ...) with `message`."""
+def fail_as(category: str, message: str, fix: str | None = None) -> NoReturn:
+    """Fail the current test as `category` ('hardware', 'configuration', ...) with `message`;
+    `fix`, a short action ('record this device's baselines with <command>'), goes into the
+    verdict line."""
     __tracebackhide__ = True
-    raise CategorizedFailure(message, category)
+    raise CategorizedFailure(message, category, fix)
 
 
 def exception_types(exc: BaseException | None) -> tuple[str, ...]:
@@ -81,12 +85,21 @@ def facts_of(report: pytest.TestReport, exc: BaseException | None, suite: str | 
     )
 
 
+def fix_property(properties: list[tuple[str, Any]]) -> str | None:
+    """What to fix, as a test's properties carry it, if any."""
+    return next((str(v) for n, v in properties if n == FIX_PROPERTY), None)
+
+
 def categorize(item: pytest.Item, report: pytest.TestReport, exc: BaseException | None, suite: str | None) -> None:
-    """Attach a failed phase's category to its report and to the item (whose teardown report
-    JUnit reads), once per test."""
+    """Attach a failed phase's category (and the fix its check named, if any) to its report and
+    to the item (whose teardown report JUnit reads), once per test."""
     if not report.failed or category_property(item.user_properties) is not None:
         return
-    entry = (CATEGORY_PROPERTY, classify(facts_of(report, exc, suite)))
-    item.user_properties.append(entry)
-    if entry not in report.user_properties:
-        report.user_properties.append(entry)
+    entries = [(CATEGORY_PROPERTY, classify(facts_of(report, exc, suite)))]
+    fix = getattr(exc, "fix", None)
+    if fix and fix_property(report.user_properties) is None:
+        entries.append((FIX_PROPERTY, str(fix)))
+    for entry in entries:
+        item.user_properties.append(entry)
+        if entry not in report.user_properties:
+            report.user_properties.append(entry)

@@ -16,7 +16,7 @@ import pytest
 from _pytest.junitxml import xml_key
 
 from rocm_validate.core import node
-from rocm_validate.core.categorize import category_property, facts_of
+from rocm_validate.core.categorize import category_property, facts_of, fix_property
 from rocm_validate.core.interruption import interruption_of
 from rocm_validate.core.levels import describe_time_used
 from rocm_validate.core.outputs import append_text, outputs_of, write
@@ -137,6 +137,7 @@ class ResultCollector:
             result.message = _message(report)
             if result.failed:
                 result.category = _category(report, result.suite)
+                result.fix = fix_property(report.user_properties)
             if gpu is not None and report.when not in ("setup", "call", "teardown"):
                 result.message = f"{gpu.label}: {result.message}"  # xdist's report of a crashed worker
         if report.when == "teardown":

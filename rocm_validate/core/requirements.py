@@ -217,14 +217,21 @@ def refusal_skip_reason(what: str, refusal: BaseException) -> str:
 class NotValidated(pytest.skip.Exception):  # type: ignore[name-defined]  # pytest's documented alias of Skipped
     """A skip that leaves a check this platform should support unvalidated: no baseline, no RCP,
     a backend or library refusing a case it supports. A skip normally; a failure under
-    --rocm-strict. Platform limits (no GPU, another arch, no FP8, a library not installed) are
-    plain skips and stay skips under --rocm-strict."""
+    --rocm-strict, as its `category` (a missing baseline is the run's configuration; unset, a
+    refusal of the stack: environment) with its `fix` in the verdict. Platform limits (no GPU,
+    another arch, no FP8, a library not installed) are plain skips and stay skips under --rocm-strict."""
+
+    def __init__(self, reason: str, category: str | None = None, fix: str | None = None) -> None:
+        super().__init__(msg=reason)
+        self.category = category
+        self.fix = fix
 
 
-def not_validated(reason: str) -> NoReturn:
-    """Skip the test as not validated (see NotValidated)."""
+def not_validated(reason: str, category: str | None = None, fix: str | None = None) -> NoReturn:
+    """Skip the test as not validated (see NotValidated); `category` and `fix` say, under
+    --rocm-strict, what kind of failure it is and what to do."""
     __tracebackhide__ = True
-    raise NotValidated(reason)
+    raise NotValidated(reason, category, fix)
 
 
 def fp8_recipe_skip_reason(device: DeviceInfo, recipe: Fp8Recipe) -> str | None:

@@ -95,7 +95,9 @@ def tunableop_switchable(tunableop_scratch: Path) -> Path:
     for the default path; not validated where it pins either (see `environment_conflict`)."""
     reason = environment_conflict(os.environ, tuning=True, default_path=True)
     if reason:
-        not_validated(reason)
+        not_validated(
+            reason, "configuration", f"unset the TunableOp variables named above; pass the file with {FILE.flag}"
+        )
     return tunableop_scratch
 
 

@@ -308,6 +308,7 @@ class Judgement:
     throughput_ratio: float | None = None  # the plain figure's ratio, when another basis gated
     detectable: float | None = None  # the smallest change that fails 95% of the time
     category: str | None = None  # a failure's triage category (rocm_validate.results.triage)
+    fix: str | None = None  # what to fix, for a failure of the run's inputs (a baseline in another unit)
 
     @property
     def fails(self) -> bool:
@@ -454,7 +455,8 @@ def judge(
             Verdict.MISMATCH,
             f"the baseline is in {reference.unit} ({reference.better} is better) but this run "
             f"measures {metric.unit} ({metric.better} is better); re-record it with {update_command}",
-            category="environment",
+            category="configuration",
+            fix=f"re-record the baselines whose unit or direction changed with {update_command}",
         )
     # The basis with the narrower band, decided before the ratio is looked at: per clock cycle for
     # a kernel the clock paces, throughput for a step bound by launches or memory.
@@ -535,6 +537,8 @@ def judge_floor(metric: Metric, floor: Any, device_key: str, update_command: str
         return Judgement(
             Verdict.MISMATCH,
             f"the {kind} is in {floor.unit} but this run measures {metric.unit} ({metric.better} is better)",
+            category="configuration",
+            fix=f"give each {kind} the unit its metric is measured in ({floor.source})",
         )
     if ratio < 1 if metric.better == "higher" else ratio > 1:
         where = "below the floor" if kind == "floor" else "above the ceiling"

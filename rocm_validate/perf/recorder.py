@@ -22,7 +22,7 @@ import pytest
 from rocm_validate.core import requirements
 from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.commands import Commands
-from rocm_validate.core.options import Settings
+from rocm_validate.core.options import STRICT_FLAG, Settings
 from rocm_validate.core.requirements import not_validated
 from rocm_validate.errors import BaselineError
 from rocm_validate.perf import gate
@@ -117,6 +117,7 @@ class ItemPerfState:
     failures: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)  # each failure's triage category
+    fixes: list[str] = field(default_factory=list)  # what to fix, for failures of the run's inputs
 
 
 ITEM_STATE_KEY = pytest.StashKey[ItemPerfState]()
@@ -129,13 +130,19 @@ def missing_message(names: Sequence[str], device_key: str, update_command: str) 
 
 def raise_outcome(state: ItemPerfState, device_key: str, update_command: str) -> None:
     """Fail on any regression (or a regression refused by --update-baselines), as the category
-    its evidence shows (contention, throttling, performance); else skip as not validated (a
-    failure under --rocm-strict) when a baseline is missing."""
+    its evidence shows (contention, throttling, performance; a baseline in another unit is the
+    run's configuration); else skip as not validated when a baseline is missing (under
+    --rocm-strict a configuration failure: the device's baselines were never recorded)."""
     __tracebackhide__ = True
     if state.failures:
-        fail_as(combine(state.categories) or "performance", "\n".join(state.failures))
+        fixes = "; ".join(dict.fromkeys(state.fixes)) or None
+        fail_as(combine(state.categories) or "performance", "\n".join(state.failures), fixes)
     if state.missing:
-        not_validated(missing_message(state.missing, device_key, update_command))
+        not_validated(
+            missing_message(state.missing, device_key, update_command),
+            category="configuration",
+            fix=f"record this device's baselines with {update_command}, or run without {STRICT_FLAG}",
+        )
 
 
 class PerfContext:
@@ -449,6 +456,7 @@ class PerfRecorder:
         if judgement.fails:
             self.state.failures.append(f"{metric.name}: {judgement.message}")
             self.state.categories.append(judgement.category or "performance")
+            self.state.fixes += [judgement.fix] if judgement.fix else []
             extra["attribution"] = judgement.category
         elif judgement.verdict == Verdict.NO_BASELINE:
             self.state.missing.append(metric.name)

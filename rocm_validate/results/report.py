@@ -178,6 +178,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "metrics": {"type": "array", "items": METRIC_SCHEMA},
                     "numerics": {"type": "array", "items": {"type": "object", "required": ["check", "passed"]}},
                     "category": {"enum": [*CATEGORIES, None]},
+                    "fix": _STRING,
                     "findings": {"type": "array", "items": FINDING_SCHEMA},
                     "gpu": GPU_REF_SCHEMA,
                 },
@@ -211,6 +212,7 @@ class TestResult:
     metrics: list[Metric] = field(default_factory=list)
     numerics: list[dict[str, Any]] = field(default_factory=list)  # each check's margins (correctness)
     category: str | None = None  # why it failed (rocm_validate.results.triage); None unless failed
+    fix: str | None = None  # what to fix, where the failed check said (a configuration failure's action)
     findings: list[dict[str, Any]] = field(default_factory=list)  # preflight facts about the host
     gpu: GpuRef | None = None  # the GPU it ran on, in a whole-node run
 
@@ -229,6 +231,7 @@ class TestResult:
             "metrics": [m.to_dict() for m in self.metrics],
             "numerics": self.numerics,
             "category": self.category,
+            "fix": self.fix,
             "findings": self.findings,
             "gpu": None if self.gpu is None else asdict(self.gpu),
         }
@@ -444,7 +447,7 @@ def check_records(results: Iterable[TestResult], gpu: int | None) -> list[CheckR
         return result.gpu.index if result.gpu is not None else gpu
 
     return [
-        CheckRecord(where(r), r.nodeid, (r.category or "crash") if r.failed else None, r.suite)
+        CheckRecord(where(r), r.nodeid, (r.category or "crash") if r.failed else None, r.suite, r.fix)
         for r in results
         if r.outcome not in ("skipped", "xfailed")
     ]

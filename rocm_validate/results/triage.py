@@ -20,8 +20,9 @@ from rocm_validate.results.metrics import Verdict
 # Each category and what it means; the order is the order the verdict line lists them in.
 CATEGORIES: dict[str, str] = {
     "configuration": "a preflight check of the host failed (NUMA balancing, IOMMU mode, limits), or an input the "
-    "run was given is at fault (MLPerf result files, their ruleset)",
-    "environment": "a library is missing or broken, or the stack could not be validated (no baseline)",
+    "run was given is at fault (MLPerf result files, their ruleset, a baseline missing under --rocm-strict or in "
+    "another unit, a baselines folder that cannot be written, a rendezvous the ranks cannot reach)",
+    "environment": "a library is missing or broken, or refuses a case the stack supports",
     "numerics": "a wrong result",
     "performance": "slower than its baseline or floor with clocks and other processes normal",
     "hardware": "one GPU differs from its peers, RAS / ECC counts rose, a repeatability mismatch, a kernel error",
@@ -31,6 +32,7 @@ CATEGORIES: dict[str, str] = {
     "crash": "the test or its process died or raised an unexpected error",
 }
 CATEGORY_PROPERTY = "rocm_category"  # the test's category among its user properties (JSON report, JUnit)
+FIX_PROPERTY = "rocm_fix"  # what to fix, where the failing check knows (a configuration failure's action)
 
 # Failures the software stack owns: every GPU failing one of these the same way is a software regression.
 SOFTWARE_CATEGORIES = frozenset({"numerics", "performance"})
@@ -105,6 +107,7 @@ class CheckRecord:
     check: str  # the test id without its GPU, so the same check on every GPU compares
     category: str | None = None
     suite: str | None = None  # a configuration failure outside preflight is an input's, not the host's
+    fix: str | None = None  # what to fix, where the check said (FIX_PROPERTY)
 
 
 def _gpus(indices: Iterable[int]) -> str:
@@ -131,6 +134,24 @@ def _node_wide(failed: list[CheckRecord], ran: dict[str, set[int | None]], gpus:
     return [r for r in failed if r.gpu is not None and failing[r.check] == ran[r.check] and len(ran[r.check]) >= 2]
 
 
+_SHOWN_FIXES = 3
+
+
+def _input_actions(inputs: Sequence[CheckRecord]) -> str:
+    """What to fix for configuration failures outside preflight: each check's own action (a
+    command to record a baseline, a folder to make writable) once, then the files or options the
+    others name."""
+    fixes = list(dict.fromkeys(r.fix for r in inputs if r.fix))
+    actions = fixes[:_SHOWN_FIXES] + (
+        [f"{len(fixes) - _SHOWN_FIXES} more named above"] if len(fixes) > _SHOWN_FIXES else []
+    )
+    unnamed = sorted({str(r.suite) for r in inputs if not r.fix})
+    if unnamed:
+        mlperf = " (result files, ruleset, RCP file)" if unnamed == ["convergence"] else ""
+        actions.append(f"fix the files or options the failed {', '.join(unnamed)} tests name{mlperf}")
+    return "; ".join(actions)
+
+
 def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
     """Each decision the run leads to, most urgent first (see `verdict`)."""
     failed = [r for r in records if r.category]
@@ -151,11 +172,7 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
         parts.append(f"host configuration: fix the settings the preflight checks name, then rerun ({_counts(host)})")
     inputs = [r for r in of("configuration") if r not in host]
     if inputs:
-        suites = ", ".join(sorted({str(r.suite) for r in inputs}))
-        parts.append(
-            f"inputs: fix the files or options the failed {suites} tests name (result files, ruleset, RCP file), "
-            f"then rerun; nothing points at the stack ({_counts(inputs)})"
-        )
+        parts.append(f"inputs: {_input_actions(inputs)}, then rerun; nothing points at the stack ({_counts(inputs)})")
     if of("environment"):
         parts.append(
             f"environment: install or repair the libraries named above in the image ({_counts(of('environment'))})"

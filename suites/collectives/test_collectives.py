@@ -63,8 +63,11 @@ def test_every_pair_copies_exact_data(collectives) -> None:
     world = collectives.world.size
     expected = world * (world - 1) // 2
     pairs = collectives.outcome.pairs
-    problems = list(collectives.outcome.problems) if len(pairs) < expected else []
-    problems += [f"{collectives.pair_subject(p)}: no result from one side" for p in pairs if p.missing]
+    if len(pairs) < expected and collectives.outcome.problems:
+        collectives.fail_for_group(
+            f"peer-to-peer copies ({len(pairs)} of {expected} pairs): " + "; ".join(collectives.outcome.problems)
+        )
+    problems = [f"{collectives.pair_subject(p)}: no result from one side" for p in pairs if p.missing]
     problems += [f"{collectives.pair_subject(p)}: {p.mismatch}" for p in pairs if p.mismatch]
     assert not problems, f"peer-to-peer copies ({len(pairs)} of {expected} pairs):\n" + "\n".join(problems)
 
@@ -74,7 +77,7 @@ def test_peer_to_peer_bandwidth_of_every_pair(collectives, perf, noise_band) -> 
     is named even with no baseline."""
     measured = [p for p in collectives.outcome.pairs if p.bandwidth is not None and not p.missing]
     if not measured:
-        pytest.fail("no peer-to-peer copy was measured: " + "; ".join(collectives.outcome.problems), pytrace=False)
+        collectives.fail_for_group("no peer-to-peer copy was measured: " + "; ".join(collectives.outcome.problems))
     samples = []
     for pair in measured:
         perf.record(
