@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from rocm_validate.core import hookspec, interruption, levels, node, options, outputs, requirements
-from rocm_validate.core.categorize import categorize
+from rocm_validate.core.categorize import CategorizedFailure, categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
 from rocm_validate.core.session import (
     PENDING_METRICS_KEY,
@@ -31,7 +31,7 @@ from rocm_validate.core.suites import (
     touches_suites,
 )
 from rocm_validate.errors import MarkerUsageError, UsageError
-from rocm_validate.results.metrics import replace_properties
+from rocm_validate.results.metrics import Metric, Verdict, replace_properties
 
 NODE_PLUGIN_NAME = "rocm_validate_node"
 
@@ -189,16 +189,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """A not-validated skip fails under --rocm-strict; a failure gets its triage category; after
-    the call phase, let gates finalize each metric (e.g. write a baseline on success)."""
+    """A not-validated skip fails under --rocm-strict; after the call phase, let gates finalize
+    each metric (e.g. write a baseline on success), and a passed test whose metric could not be
+    recorded fails; then a failure gets its triage category."""
     report = yield
     if report.failed and "Timeout (>" in report.longreprtext:
         report.sections.append(("rocm-validate: timeout", _timeout_note(item)))
-    skipped = call.excinfo.value if call.excinfo is not None else None
-    if isinstance(skipped, requirements.NotValidated) and run_state(item.config).settings.strict:
+    raised = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(raised, requirements.NotValidated) and run_state(item.config).settings.strict:
         report.outcome = "failed"
-        report.longrepr = f"{skipped.msg} (--rocm-strict: a check that was not validated fails)"
-    categorize(item, report, call.excinfo.value if call.excinfo else None, item.stash.get(SUITE_KEY, None))
+        report.longrepr = f"{raised.msg} (--rocm-strict: a check that was not validated fails)"
     pending = item.stash.get(PENDING_METRICS_KEY, [])
     if call.when == "call" and pending:
         finalized = []
@@ -208,7 +208,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.stash[PENDING_METRICS_KEY] = finalized
         replace_properties(item.user_properties, finalized)
         replace_properties(report.user_properties, finalized)
+        unrecorded = [m for m in finalized if m.verdict == Verdict.NOT_RECORDED]
+        if report.passed and unrecorded:
+            raised = _not_recorded(report, unrecorded)
+    categorize(item, report, raised, item.stash.get(SUITE_KEY, None))
     return report
+
+
+def _not_recorded(report: pytest.TestReport, metrics: list[Metric]) -> CategorizedFailure:
+    """Fail a passed test whose measurements were not recorded (a baselines file that cannot be
+    written): what the run was asked to record is not on disk. The failure the report carries."""
+    failure = CategorizedFailure(
+        "\n".join(f"{m.name}: not recorded: {m.message}" for m in metrics),
+        "configuration",
+        fix="free space or make the baselines folder writable, then record again",
+    )
+    report.outcome = "failed"
+    report.longrepr = failure.msg
+    return failure
 
 
 @pytest.hookimpl(trylast=True)

@@ -4,8 +4,11 @@ entries under concurrency."""
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -217,3 +220,26 @@ def test_a_devices_own_file_wins_over_an_older_keys(tmp_path: Path) -> None:
     write(BaselineStore(tmp_path, "old-key", RECORD), "copy.device.2048mib", 1.0)
     write(BaselineStore(tmp_path, KEY, RECORD), "gemm.bf16.8192x8192x8192", 700.0)
     assert list(BaselineStore(tmp_path, KEY, RECORD, aliases=("old-key",)).read()) == ["gemm.bf16.8192x8192x8192"]
+
+
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [("replace", errno.ENOSPC), ("replace", errno.EACCES), ("mkstemp", errno.EROFS)],
+    ids=["full-disk", "file-not-replaceable", "folder-read-only"],
+)
+def test_a_baselines_file_that_cannot_be_written_is_an_error_naming_it_and_stays_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str, code: int
+) -> None:
+    store = BaselineStore(tmp_path, KEY, RECORD)
+    write(store, "copy.device.2048mib", 2971.0)
+    before = store.path.read_text()
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os if call == "replace" else tempfile, call, failing)
+    with pytest.raises(BaselineError) as raised:
+        write(store, "gemm.bf16.8192x8192x8192", 731.0)
+    assert str(raised.value).startswith(f"cannot write {store.path}: {os.strerror(code)}; the file is unchanged")
+    assert RECORD in str(raised.value)
+    assert store.path.read_text() == before and sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".tmp") == []

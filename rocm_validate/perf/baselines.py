@@ -242,6 +242,15 @@ def decide_update(
     )
 
 
+def _write_problem(exc: BaseException) -> str:
+    """'No space left on device', or 'Permission denied (<the lock file>)' when another file failed."""
+    cause = exc if isinstance(exc, OSError) else exc.__cause__
+    if not isinstance(cause, OSError):
+        return str(exc)
+    where = f" ({cause.filename})" if cause.filename else ""
+    return f"{cause.strerror or cause}{where}"
+
+
 class BaselineStore:
     """The baselines of one device key in one folder."""
 
@@ -318,11 +327,13 @@ class BaselineStore:
     def update(
         self, name: str, new: BaselineEntry, decide: Callable[[Mapping[str, Any] | None, BaselineEntry], UpdateDecision]
     ) -> UpdateDecision:
-        """Under the lock: re-read, let `decide` judge against the current entry, write if told to."""
+        """Under the lock: re-read, let `decide` judge against the current entry, write if told to.
+        A folder or file that cannot be written (a full disk, a read-only mount, a file that cannot
+        be replaced) raises BaselineError naming the file and the cause; the file is left as it was."""
         from filelock import FileLock, Timeout
 
-        self.folder.mkdir(parents=True, exist_ok=True)
         try:
+            self.folder.mkdir(parents=True, exist_ok=True)
             with FileLock(str(self.lock_path), timeout=self.lock_timeout_s):
                 current = self.read()
                 decision = decide(current.get(name), new)
@@ -335,4 +346,9 @@ class BaselineStore:
                 f"could not lock {self.lock_path} within {self.lock_timeout_s:.0f} s; another --update-baselines "
                 "run holds it. Wait for it to finish (the lock is released when it exits)"
             ) from None
+        except (OSError, JsonFileError) as exc:
+            raise BaselineError(
+                f"cannot write {self.path}: {_write_problem(exc)}; the file is unchanged. Free space or make "
+                f"{self.folder} writable, then record again with {self.update_command}"
+            ) from exc
         return decision

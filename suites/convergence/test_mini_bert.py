@@ -14,8 +14,9 @@ import pytest
 from rocm_validate import __version__
 from rocm_validate.convergence.minibert import CANDIDATES
 from rocm_validate.convergence.plugin import require_rcp
+from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.session import run_state
-from rocm_validate.errors import ReferenceFailed
+from rocm_validate.errors import JsonFileError, ReferenceFailed
 from rocm_validate.results.metrics import Verdict
 
 
@@ -27,6 +28,8 @@ def test_reference_records_convergence_points(mini_bert, pytestconfig, record_ro
         recorded = mini_bert.record_reference(f"rocm-validate {__version__}", when)
     except ReferenceFailed as exc:
         pytest.fail(str(exc), pytrace=False)
+    except JsonFileError as exc:  # the RCP file cannot be written: the stored RCPs are unchanged
+        fail_as("configuration", str(exc), fix="free space or make the baselines folder writable, then record again")
     samples = sorted(recorded.samples)
     record_rocm_metric(
         "mini_bert.reference.samples_to_converge",
