@@ -26,6 +26,7 @@ from rocm_validate.core.session import (
 )
 from rocm_validate.core.suites import (
     RUN_LAST_MARKER,
+    named_but_deselected,
     run_order,
     suite_of,
     touches_suites,
@@ -131,13 +132,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     settings = state.settings
     user_timeout = config.getoption("timeout", None) is not None or bool(config.getini("timeout"))
     selected, deselected = [], []
+    why: dict[str, str] = {}  # a deselected test -> the option that deselected it
     for item in items:
         suite_marker, level_marker = item.get_closest_marker("rocm_suite"), item.get_closest_marker(levels.MARKER)
         try:
             suite = suite_of(item.path, config.rootpath, suite_marker.args if suite_marker else None)
             level = levels.level_of(level_marker.args if level_marker else None)
         except ValueError as exc:
-            raise UsageError(f"{item.nodeid}: {exc}") from None
+            node.stop_run(config, f"{item.nodeid}: {exc}")
+            items[:] = []  # a pytest-xdist worker runs nothing; its controller ends the run with the error
+            return
         item.stash[SUITE_KEY] = suite
         if (suite is None or suite in settings.suites) and levels.runs_at(level, settings.level):
             if suite is not None:
@@ -148,10 +152,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             selected.append(item)
         else:
             deselected.append(item)
+            why[item.nodeid] = _deselected_because(suite, level, settings)
+    if deselected and config.args_source == pytest.Config.ArgsSource.ARGS:
+        problem = named_but_deselected(list(config.args), config.invocation_params.dir, selected, deselected, why)
+        if problem:
+            node.stop_run(config, problem)
+            items[:] = []
+            return
     if deselected:
         config.hook.pytest_deselected(items=deselected)
     items[:] = sorted(
         selected, key=lambda i: run_order(i.stash[SUITE_KEY], i.get_closest_marker(RUN_LAST_MARKER) is not None)
+    )
+
+
+def _deselected_because(suite: str | None, level: str, settings: options.Settings) -> str:
+    """Why the run's own selection leaves a test out, and the option that would keep it."""
+    if suite is not None and suite not in settings.suites:
+        chosen = ",".join(sorted(settings.suites))
+        return (
+            f"it belongs to the {suite} suite and this run selects {chosen}: add it with "
+            f"{options.SUITE.flag}={','.join(sorted({*settings.suites, suite}))}"
+        )
+    return (
+        f"it is a test of the {level} level and this run is at {settings.level}: run it with "
+        f"{options.LEVEL.flag}={level}"
     )
 
 

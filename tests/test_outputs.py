@@ -108,3 +108,32 @@ def test_an_empty_junit_path_is_a_usage_error_not_silently_no_file(pytester: pyt
     result = pytester.runpytest("--junitxml=")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --junitxml='': an empty value*"])
+
+
+def test_a_usage_error_a_worker_finds_while_collecting_ends_the_run_with_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_levels="""
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+@pytest.mark.rocm_level("extended")
+def test_long():
+    pass
+"""
+    )
+    summary = pytester.path / "summary.md"
+    result = pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        "--rocm-device=cpu",
+        f"--rocm-summary={summary}",
+        "test_levels.py::test_long",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["rocm-validate verdict: nothing was validated: *rocm-level=extended"])
+    assert summary.read_text().startswith("## rocm-validate: usage error, nothing was validated (exit status 4)")

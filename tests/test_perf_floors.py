@@ -305,3 +305,66 @@ def test_a_user_floor_for_a_family_with_no_band_is_refused_as_a_typo(tmp_path):
     path = _one_floor_file(tmp_path, "gemn.x", 1.0, "GB/s", "higher")
     with pytest.raises(BaselineError, match=r"'gemn\.x' names no metric the suites record"):
         floors.read_floor_file(path, "k")
+
+
+def _user_floors(folder: Path, names: list[str]) -> Path:
+    row = {
+        "value": 1.0,
+        "unit": "TFLOP/s",
+        "better": "higher",
+        "dispersion": None,
+        "samples": None,
+        "provenance": {"date": "2026-11-23"},
+    }
+    (folder / "k.json").write_text(
+        json.dumps({"schema": "rocm-validate/baselines/1", "device_key": "k", "metrics": dict.fromkeys(names, row)})
+    )
+    return folder
+
+
+def test_a_user_floor_no_recorded_metric_is_named_by_is_listed_with_the_closest_name(tmp_path):
+    table = floors.FloorTable(
+        gpu("AMD Instinct MI300X", "gfx942"),
+        _user_floors(tmp_path, ["gemm.bf16.8192x8192x8193", "gemm.bf16.8192x8192x8192", "sdpa.forward.other"]),
+    )
+    assert table.unmatched(["gemm.bf16.8192x8192x8192", "copy.device.2048mib"]) == [
+        "gemm.bf16.8192x8192x8193 (closest: gemm.bf16.8192x8192x8192)",
+        "sdpa.forward.other",
+    ]
+
+
+PARTIAL = """
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("perf")
+
+
+def test_gemm(perf, timed):
+    perf.throughput("gemm.bf16.8192x8192x8192", timed(0.0015), 2 * 8192**3, "TFLOP/s")
+
+
+def test_copy(perf, timed):
+    perf.throughput("copy.device.2048mib", timed(0.001), 2 * 2**31, "GB/s")
+"""
+
+
+def test_a_floor_a_partial_run_did_not_measure_is_a_warning_not_an_error(pytester):
+    pytester.makeconftest(fake_devices.discovery_conftest(fake_devices.h100()) + CONFTEST)
+    pytester.makepyfile(test_partial=PARTIAL)
+    folder = pytester.mkdir("floors")
+    row = {"value": 1.0, "unit": "GB/s", "better": "higher", "dispersion": None, "samples": None}
+    (folder / "nvidia-h100-80gb-hbm3-sm90.json").write_text(
+        json.dumps(
+            {
+                "schema": "rocm-validate/baselines/1",
+                "device_key": "nvidia-h100-80gb-hbm3-sm90",
+                "metrics": {"copy.device.2048mib": {**row, "provenance": {"date": "2026-11-23"}}},
+            }
+        )
+    )
+    pytester.mkdir("baselines")
+    common = ("--rocm-suite=perf", f"--rocm-floors={folder}", f"--rocm-baselines={pytester.path / 'baselines'}")
+    result = pytester.runpytest(*common, "-k", "gemm")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["rocm-validate perf: 1 floor(s) of * gated nothing: not measured in this run: copy*"])
+    assert pytester.runpytest(*common).ret == 0  # the whole suite measures it: the floor gates

@@ -77,3 +77,18 @@ def test_the_projects_own_suites_collect_together_without_name_clashes():
     )
     assert done.returncode == 0, done.stdout[-2000:]
     assert "suites/perf/test_gemm.py" in done.stdout and "suites/correctness/test_gemm.py" in done.stdout
+
+
+def test_an_argument_whose_every_test_the_selection_removed_is_named_with_the_reason(tmp_path):
+    from types import SimpleNamespace
+
+    from rocm_validate.core.suites import named_but_deselected
+
+    (tmp_path / "test_a.py").write_text("")
+    long, short = (SimpleNamespace(nodeid=f"test_a.py::{n}", path=tmp_path / "test_a.py") for n in ("long", "short"))
+    why = {"test_a.py::long": "it is a test of the extended level"}
+    assert named_but_deselected(["test_a.py::long"], tmp_path, [short], [long], why) == (
+        "test_a.py::long: it is a test of the extended level"
+    )
+    assert named_but_deselected(["test_a.py"], tmp_path, [short], [long], why) is None  # part of it runs
+    assert named_but_deselected(["test_a.py::short"], tmp_path, [short], [long], why) is None

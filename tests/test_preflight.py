@@ -351,3 +351,14 @@ def test_all_runs_preflight_first_and_the_end_of_run_check_last() -> None:
     preflight = [i for i in ids if i.startswith("suites/preflight/")]
     assert ids[: len(preflight) - 1] == preflight[:-1] and len(preflight) == 9
     assert ids[-1].endswith("test_no_gpu_error_counter_rose_during_the_run")
+
+
+def test_a_host_root_without_proc_and_sys_cannot_be_checked_and_says_how_to_mount_them(tmp_path: Path) -> None:
+    from rocm_validate.preflight.plugin import strict_root_problem
+
+    (tmp_path / "proc").mkdir()
+    problem = strict_root_problem(tmp_path)
+    assert problem is not None and problem.startswith(f"--rocm-host-root={tmp_path} holds no sys/, so")
+    assert "-v /sys:/host/sys:ro" in problem
+    (tmp_path / "sys").mkdir()
+    assert strict_root_problem(tmp_path) is None

@@ -230,6 +230,8 @@ class ResultCollector:
         if end.strict and end.recorded == 0 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --rocm-strict: recording nothing is no pass
         found = outputs_of(session.config)
+        if found.stopped:  # a usage error a pytest-xdist worker found while collecting (core.node.stop_run)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
         self.exit_status = int(session.exitstatus)
         found.finished = True
         verdict = self.verdict()

@@ -20,6 +20,9 @@ How the pieces fit:
   (`collectives`): those run once, on the first GPU's worker, after every worker has finished
   its own GPU's tests (`core/scheduling.py`), so no GEMM timing shares the node with an all_reduce.
 * `-n` is set to the number of selected devices; a `-n` the user gave must match it.
+* A usage error found while a worker collects (a marker's bad value, a named test the run's own
+  selection leaves out) is handed to the controller (`stop_run`), which ends the run with it, exit
+  status 4: pytest-xdist would report one raised in a worker as an internal error.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ import pytest
 
 from rocm_validate.core.node_facts import NODE_GPU_VARIABLE, NodeFacts, outer_visibility
 from rocm_validate.core.options import DEVICE, Settings
+from rocm_validate.core.outputs import outputs_of
 from rocm_validate.core.session import RunState, is_xdist_worker, run_state
 from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
 from rocm_validate.errors import UsageError
 from rocm_validate.results.metrics import GpuRef
 
 WORKERINPUT_KEY = "rocm_validate_node"
+USAGE_ERROR_KEY = "rocm_validate_usage_error"  # a worker's workeroutput: the usage error it found
 _XDIST_INSTALL = "pip install pytest-xdist (or pip install -e '.[test]')"
 # Set when this run distributes over pinned workers: the -n the user gave, or None.
 REQUESTED_WORKERS_KEY = pytest.StashKey["int | None"]()
@@ -143,7 +148,24 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
     return lines
 
 
+def stop_run(config: pytest.Config, problem: str) -> None:
+    """A usage error found while collecting: raised in a plain run or the controller; in a
+    pytest-xdist worker, handed to the controller (see the module's docstring)."""
+    if not is_xdist_worker(config):
+        raise UsageError(problem)
+    config.workeroutput.setdefault(USAGE_ERROR_KEY, problem)  # type: ignore[attr-defined]  # set by pytest-xdist
+
+
 # --- pytest-xdist hooks (optional: pytest-xdist may not be installed) ---------------------------
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Controller: a worker that found a usage error while collecting stops the run with it."""
+    problem = getattr(node, "workeroutput", {}).get(USAGE_ERROR_KEY)
+    found = outputs_of(node.config)
+    if problem and found.stopped is None:
+        found.stopped = problem
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -3,7 +3,9 @@ suites/, or its rocm_suite marker), and which suites a run selects (--rocm-suite
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 # In run order: preflight first (seconds long; a misconfigured host explains what follows).
 SUITES: tuple[str, ...] = ("preflight", "correctness", "perf", "convergence", "collectives")
@@ -64,6 +66,48 @@ def suites_named_by(args: list[str], invocation_dir: Path, rootpath: Path) -> se
         if suite is not None:
             found.add(suite)
     return found
+
+
+class Collected(Protocol):
+    """What selection needs of a collected test (a pytest.Item)."""
+
+    @property
+    def nodeid(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+
+def _names(arg: str, invocation_dir: Path, test: Collected) -> bool:
+    """Whether a command-line argument (a folder, a file, or a test id) names `test`."""
+    where, _, inside = arg.partition("::")
+    target = (invocation_dir / where).resolve()
+    path = test.path.resolve()
+    if path != target and target not in path.parents:
+        return False
+    name = test.nodeid.split("::", 1)[1] if "::" in test.nodeid else ""
+    return not inside or name == inside or name.startswith((inside + "[", inside + "::"))
+
+
+def named_but_deselected(
+    args: Sequence[str],
+    invocation_dir: Path,
+    selected: Sequence[Collected],
+    deselected: Sequence[Collected],
+    why: Mapping[str, str],
+) -> str | None:
+    """A usage error for a command-line argument whose every test the run's suite or level
+    selection left out (pytest would end with exit status 5 and no reason), or None."""
+    for arg in args:
+        if any(_names(arg, invocation_dir, test) for test in selected):
+            continue
+        left_out = [test for test in deselected if _names(arg, invocation_dir, test)]
+        if left_out:
+            first = left_out[0]
+            more = f" (and {len(left_out) - 1} more of its tests)" if len(left_out) > 1 else ""
+            named = "" if first.nodeid.endswith(arg) else f" names no test this run selects: {first.nodeid}{more}"
+            return f"{arg}{named}: {why[first.nodeid]}"
+    return None
 
 
 def run_order(suite: str | None, last: bool = False) -> int:

@@ -28,8 +28,10 @@ named `<device-key>.json` with the baseline files' schema (`baselines.BASELINES_
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -352,6 +354,17 @@ class FloorTable:
 
     def floor(self, metric: str) -> Floor | None:
         return self._user.get(metric) or shipped_floor(self.device, metric)
+
+    def unmatched(self, recorded: Iterable[str]) -> list[str]:
+        """The user's floors no metric of `recorded` is named by: each gated nothing, with the
+        recorded name it is closest to where one is close ('gemm.bf16.8192x8192x8193 (closest:
+        gemm.bf16.8192x8192x8192)')."""
+        names = sorted(set(recorded))
+        found = []
+        for name in sorted(set(self._user) - set(names)):
+            close = difflib.get_close_matches(name, names, n=1, cutoff=0.8)
+            found.append(f"{name} (closest: {close[0]})" if close else name)
+        return found
 
     def describe(self) -> str:
         """'floors: 2 from <file>, then the shipped table for NVIDIA H100 SXM' for the header."""

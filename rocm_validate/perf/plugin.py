@@ -17,8 +17,10 @@ from rocm_validate.core import options, outputs
 from rocm_validate.core.commands import Commands
 from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
+from rocm_validate.core.suites import suite_of_nodeid
 from rocm_validate.errors import UsageError
 from rocm_validate.perf import gate
+from rocm_validate.perf.floors import FloorTable
 from rocm_validate.perf.recorder import (
     ITEM_STATE_KEY,
     PerfContext,
@@ -36,6 +38,9 @@ SETTINGS_KEY = pytest.StashKey[PerfSettings]()
 BENCHMARK_JSON_KEY = pytest.StashKey[Path | None]()
 CONTEXT_KEY = pytest.StashKey[PerfContext]()
 HEADER_KEY = pytest.StashKey["list[str]"]()
+FLOORS_KEY = pytest.StashKey[FloorTable]()
+PARTIAL_KEY = pytest.StashKey[bool]()  # a perf test was deselected
+NOTES_KEY = pytest.StashKey["list[str]"]()  # end-of-run notes: floors a partial run could not match
 
 
 WINDOW = options.OptionSpec(
@@ -124,7 +129,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     from rocm_validate.errors import BaselineError
     from rocm_validate.perf.baselines import BaselineStore
-    from rocm_validate.perf.floors import FloorTable
 
     device = state.device()
     store = BaselineStore(
@@ -139,6 +143,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         floors = FloorTable(device, perf.floors_dir)
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
+    config.stash[FLOORS_KEY] = floors
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
     described += f", {store.note}" if store.note else ""
     rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
@@ -146,6 +151,49 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     workers = None if state.settings.node_run else getattr(config.option, "numprocesses", None)  # pinned: one GPU each
     warning = shared_device_warning(workers, device)
     config.stash[HEADER_KEY] = lines + ([warning] if warning else [])
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """A perf test left out (-k, -m, --lf, the level): the run measures only part of the suite."""
+    for item in items:
+        if item.stash.get(SUITE_KEY, None) == "perf" or suite_of_nodeid(item.nodeid, item.config.rootpath) == "perf":
+            item.config.stash[PARTIAL_KEY] = True
+
+
+def _partial(config: pytest.Config, perf_results: list[Any]) -> bool:
+    """Whether this run measured only part of the perf suite: a perf test deselected or skipped,
+    or the command line naming files or tests rather than folders."""
+    named = config.args_source == pytest.Config.ArgsSource.ARGS and any(
+        "::" in arg or not (config.invocation_params.dir / arg).is_dir() for arg in config.args
+    )
+    return config.stash.get(PARTIAL_KEY, False) or named or any(r.outcome == "skipped" for r in perf_results)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
+    """After the tests, before the reports: user floors that gated nothing. In a run of the whole
+    perf suite such a floor names no metric the suite records (a typo): a usage error, exit status
+    4. In a partial run it may name a metric not measured here: a warning."""
+    result = yield
+    config = session.config
+    floors = config.stash.get(FLOORS_KEY, None)
+    state = run_state(config)
+    metrics = _perf_metrics(config)
+    if floors is None or floors.user_file is None or not metrics:
+        return result
+    unmatched = floors.unmatched(m.name for m in metrics)
+    if not unmatched:
+        return result
+    listed = ", ".join(unmatched)
+    if _partial(config, [r for r in state.results.values() if r.suite == "perf"]):
+        config.stash[NOTES_KEY] = [
+            f"{len(unmatched)} floor(s) of {floors.user_file} gated nothing: not measured in this run: {listed}"
+        ]
+        return result
+    raise UsageError(
+        f"{FLOORS.flag}: {floors.user_file} holds floors no metric of this run of the whole perf suite is named by, "
+        f"so they gate nothing: {listed}. Fix the names (the metrics table lists every recorded name) or remove them"
+    )
 
 
 def shared_device_warning(workers: object, device: DeviceInfo) -> str | None:
@@ -329,6 +377,8 @@ def telemetry_line(metrics: list[Any]) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for note in config.stash.get(NOTES_KEY, []):
+        terminalreporter.write_line(f"rocm-validate perf: {note}", yellow=True)
     metrics = _perf_metrics(config)
     if not metrics:
         return

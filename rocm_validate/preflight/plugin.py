@@ -20,6 +20,7 @@ from rocm_validate.core import options
 from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.session import run_state
 from rocm_validate.core.suites import RUN_LAST_MARKER
+from rocm_validate.errors import UsageError
 from rocm_validate.preflight.checks import Finding
 from rocm_validate.preflight.host import PciGpu, pci_gpus
 from rocm_validate.results.report import FINDINGS_PROPERTY
@@ -34,6 +35,8 @@ HOST_ROOT = options.OptionSpec(
     "DIR",
 )
 ROOT_KEY = pytest.StashKey[Path]()
+GIVEN_KEY = pytest.StashKey[bool]()  # --rocm-host-root (or its twins) was given
+HOST_FOLDERS = ("proc", "sys")  # what the checks read; dev/kmsg alone is often restricted
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,7 +51,33 @@ def resolve_host_root(config: pytest.Config) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[ROOT_KEY] = resolve_host_root(config)
+    config.stash[GIVEN_KEY] = options.raw_value(config, HOST_ROOT)[0] is not None
     config.addinivalue_line("markers", f"{RUN_LAST_MARKER}: run this test after every other test of the session")
+
+
+def strict_root_problem(root: Path) -> str | None:
+    """Under --rocm-strict, why a host root given explicitly cannot be checked (None when it can):
+    without proc/ or sys/ every check reading them skips, and the run would validate nothing."""
+    missing = [f"{name}/" for name in HOST_FOLDERS if not (root / name).is_dir()]
+    if not missing:
+        return None
+    return (
+        f"{HOST_ROOT.flag}={root} holds no {' and no '.join(missing)}, so the preflight checks that read them would "
+        f"all skip and {options.STRICT_FLAG} would pass a host it never read: point it at the host's root with "
+        f"proc/ and sys/ mounted (docker run -v /proc:/host/proc:ro -v /sys:/host/sys:ro ... "
+        f"{HOST_ROOT.flag}=/host), or run without {options.STRICT_FLAG}"
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With preflight selected under --rocm-strict, refuse a given host root that holds nothing to check."""
+    config = session.config
+    settings = run_state(config).settings
+    if "preflight" not in settings.suites or not settings.strict or not config.stash[GIVEN_KEY]:
+        return
+    problem = strict_root_problem(config.stash[ROOT_KEY])
+    if problem:
+        raise UsageError(problem)
 
 
 @dataclass(frozen=True)
