@@ -17,9 +17,9 @@ import pytest
 from rocm_validate.core import node
 from rocm_validate.core.categorize import category_property, facts_of
 from rocm_validate.core.levels import describe_time_used
-from rocm_validate.core.options import NODE_WIDE_SUITES
 from rocm_validate.core.selection import suite_of_nodeid
 from rocm_validate.core.session import RunState, is_xdist_worker
+from rocm_validate.core.work import WORK_PROPERTY
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
     PROPERTY_PREFIX,
@@ -123,8 +123,9 @@ class ResultCollector:
         properties = dict((n, v) for n, v in report.user_properties if isinstance(n, str))
         config = self.state.config
         suite = properties.get("rocm_suite") or suite_of_nodeid(report.nodeid, config.rootpath)
-        gpu = None if suite in NODE_WIDE_SUITES else node.report_gpu(report, self.state)
-        fresh = TestResult(report.nodeid, suite=suite, gpu=gpu)
+        node_wide = config.hook.pytest_rocm_node_wide(config=config, nodeid=report.nodeid)
+        gpu = None if node_wide else node.report_gpu(report, self.state)
+        fresh = TestResult(report.nodeid, suite=suite, gpu=gpu, work=properties.get(WORK_PROPERTY))
         result = self.state.results.setdefault(fresh.title, fresh)
         result.duration_s += report.duration
         outcome = _outcome(report)

@@ -16,10 +16,13 @@ How the pieces fit:
 * The controller also hands each worker, through `workerinput`, the devices as it found them and
   the visibility variables in force before pinning (`NodeFacts`), so a worker knows its GPU's
   index on the node and the collectives suite can pin its ranks to the whole selection.
-* Tests run on every worker (pytest-xdist `--dist each`), except the node-wide suites
-  (`collectives`): those run once, on the first GPU's worker, after every worker has finished
+* Each worker keeps its own work (`core/work.py`): every per-GPU test, the shared (stack-level)
+  tests placed on its GPU, or in the beside lane (a second worker per GPU when the convergence
+  suite runs) the convergence suite's training. The node-wide tests (the collectives, the pooled
+  convergence verdicts) run once, on the first GPU's worker, after every worker has finished
   its own GPU's tests (`core/scheduling.py`), so no GEMM timing shares the node with an all_reduce.
-* `-n` is set to the number of selected devices; a `-n` the user gave must match it.
+* `-n` is set to the number of selected devices; a `-n` the user gave must match it. Beside
+  lanes are workers beyond it.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from rocm_validate.core.levels import LEVELS
 from rocm_validate.core.options import DEVICE, NODE_WIDE_SUITES, Settings
 from rocm_validate.core.pinning import Pinning, pin
 from rocm_validate.core.session import is_xdist_worker, run_state
+from rocm_validate.core.work import BESIDE, BESIDE_SUITES, LANE_VARIABLE, MAIN
 from rocm_validate.errors import DeviceError, UsageError
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.results.metrics import GpuRef
@@ -56,6 +61,8 @@ _DISCOVER = (
 _XDIST_INSTALL = "pip install pytest-xdist (or pip install -e '.[test]')"
 # Set when this run distributes over pinned workers: the -n the user gave, or None.
 REQUESTED_WORKERS_KEY = pytest.StashKey["int | None"]()
+# Controller: how many tests each worker collected (workers keep different work).
+COLLECTED_KEY = pytest.StashKey["dict[str, int]"]()
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,7 @@ class NodeFacts:
     devices: tuple[DeviceInfo, ...]
     outer_env: tuple[tuple[str, str], ...] = ()
     gpu: int | None = None  # this worker's GPU index; None in the controller or for the CPU
+    beside: bool = False  # each GPU has a beside lane (a second worker) for the convergence suite
 
     @property
     def backend(self) -> str:
@@ -80,15 +88,34 @@ class NodeFacts:
         device = next((d for d in self.devices if d.is_gpu and d.index == index), None)
         return None if device is None else gpu_ref(device)
 
-    def worker_spec(self, device: DeviceInfo) -> str:
-        """The execnet spec of the worker that validates `device`: pinned to it on a GPU."""
+    @property
+    def position(self) -> int:
+        """This worker's GPU's place among the selected devices (0 in the controller)."""
+        indices = [d.index for d in self.devices]
+        return indices.index(self.gpu) if self.gpu in indices else 0
+
+    def worker_spec(self, device: DeviceInfo, lane: str = MAIN) -> str:
+        """The execnet spec of the worker that validates `device`: pinned to it on a GPU; the
+        beside lane's worker carries the lane too."""
         if not device.is_gpu or device.index is None:
             return "popen"
         env = {**self.pinning((device.index,)).env(), NODE_GPU_VARIABLE: str(device.index)}
+        if lane != MAIN:
+            env[LANE_VARIABLE] = lane
         return "//".join(["popen", *(f"env:{name}={value}" for name, value in env.items())])
 
+    def worker_specs(self) -> list[str]:
+        """Every worker's spec: each device's main worker, then each GPU's beside worker."""
+        beside = [self.worker_spec(d, BESIDE) for d in self.devices if self.beside and d.is_gpu]
+        return [self.worker_spec(d) for d in self.devices] + beside
+
     def to_workerinput(self, gpu: int | None) -> dict[str, Any]:
-        return {"devices": [d.to_dict() for d in self.devices], "outer_env": dict(self.outer_env), "gpu": gpu}
+        return {
+            "devices": [d.to_dict() for d in self.devices],
+            "outer_env": dict(self.outer_env),
+            "gpu": gpu,
+            "beside": self.beside,
+        }
 
     @classmethod
     def from_workerinput(cls, data: Mapping[str, Any]) -> NodeFacts:
@@ -96,6 +123,7 @@ class NodeFacts:
             tuple(DeviceInfo.from_dict(d) for d in data["devices"]),
             tuple(sorted(dict(data.get("outer_env") or {}).items())),
             data.get("gpu"),
+            bool(data.get("beside", False)),
         )
 
 
@@ -112,6 +140,19 @@ def needs_workers(settings: Settings) -> bool:
     """A whole-node run with a per-GPU suite selected runs one pinned worker per device; a run of
     node-wide suites alone (collectives) needs none: its ranks are processes of their own."""
     return settings.node_run and bool(settings.suites - set(NODE_WIDE_SUITES))
+
+
+def beside_lanes(settings: Settings, devices: list[DeviceInfo]) -> bool:
+    """Whether each GPU gets a beside lane: a node run of two or more GPUs with a beside suite
+    (convergence) selected, below the extended level (whose sustained-load checks want the GPU
+    alone and a pattern over most of its memory)."""
+    gpus = [d for d in devices if d.is_gpu]
+    return (
+        needs_workers(settings)
+        and len(gpus) >= 2
+        and bool(set(BESIDE_SUITES) & settings.suites)
+        and LEVELS.index(settings.level) < LEVELS.index("extended")
+    )
 
 
 def worker_count_problem(requested: object, devices: int, selection: str) -> str | None:
@@ -190,16 +231,20 @@ def configure_controller(config: pytest.Config, settings: Settings) -> None:
 
 def start_controller(config: pytest.Config, state: RunState) -> None:
     """At session start, before the workers exist: the devices, and one pinned worker spec each."""
-    facts = NodeFacts(tuple(state.node_devices()), outer_visibility(os.environ))
+    devices = state.node_devices()
+    workers = REQUESTED_WORKERS_KEY in config.stash
+    facts = NodeFacts(
+        tuple(devices), outer_visibility(os.environ), beside=workers and beside_lanes(state.settings, devices)
+    )
     state.node = facts
-    if REQUESTED_WORKERS_KEY not in config.stash:
+    if not workers:
         return
     problem = worker_count_problem(
         config.stash[REQUESTED_WORKERS_KEY], len(facts.devices), state.settings.device_argument()
     )
     if problem:
         raise UsageError(problem)
-    config.option.tx = [facts.worker_spec(device) for device in facts.devices]
+    config.option.tx = facts.worker_specs()
 
 
 def worker_facts(config: pytest.Config) -> NodeFacts | None:
@@ -235,6 +280,8 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
         else "not distributed (collect-only, or node-wide suites only)"
     )
     lines = [f"rocm-validate node: {len(devices)} GPU{'s' if len(devices) > 1 else ''}, {how}"]
+    if workers and facts.beside:
+        lines[0] += f", and a second beside it for the {', '.join(BESIDE_SUITES)} suite's training"
     if workers and set(NODE_WIDE_SUITES) & state.settings.suites:
         lines[0] += (
             f"; {', '.join(sorted(set(NODE_WIDE_SUITES) & state.settings.suites))} once, after them, on GPU {devices[0].index}'s worker"
@@ -263,6 +310,23 @@ def pytest_configure_node(node: Any) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Controller: count each worker's tests (xdist keeps only the last worker's count)."""
+    node.config.stash.setdefault(COLLECTED_KEY, {})[node.gateway.id] = len(ids)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    """Controller: the run collected every worker's tests, so a worker left with none of its own
+    (every shared test placed elsewhere) does not end the run as 'no tests collected'."""
+    result = yield
+    counts = session.config.stash.get(COLLECTED_KEY, {})
+    if counts:
+        session.testscollected = sum(counts.values())
+    return result
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Controller: every test on every pinned worker; node-wide suites once, last, on the first GPU."""
     state = run_state(config)
@@ -270,13 +334,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from rocm_validate.core.scheduling import NodeScheduling
     from rocm_validate.core.selection import suite_of_nodeid
+    from rocm_validate.core.work import TIMING_SUITES
 
     def node_wide(nodeid: str) -> bool:
-        return suite_of_nodeid(nodeid, config.rootpath) in NODE_WIDE_SUITES
+        return bool(config.hook.pytest_rocm_node_wide(config=config, nodeid=nodeid))
+
+    def timing(nodeid: str) -> bool:
+        return suite_of_nodeid(nodeid, config.rootpath) in TIMING_SUITES
 
     lead = str(state.node.devices[0].index)
 
-    def is_lead(worker: Any) -> bool:
-        return worker.gateway.spec.env.get(NODE_GPU_VARIABLE, lead) == lead
+    def role(worker: Any) -> tuple[str, str]:
+        env = worker.gateway.spec.env
+        return env.get(NODE_GPU_VARIABLE, lead), env.get(LANE_VARIABLE, MAIN)
 
-    return NodeScheduling(config, log, node_wide, is_lead)
+    return NodeScheduling(config, log, node_wide, timing, role, lead)

@@ -180,6 +180,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "category": {"enum": [*CATEGORIES, None]},
                     "findings": {"type": "array", "items": FINDING_SCHEMA},
                     "gpu": GPU_REF_SCHEMA,
+                    "work": {"enum": ["per-gpu", "shared", "node-wide", None]},
                 },
             },
         },
@@ -213,6 +214,7 @@ class TestResult:
     category: str | None = None  # why it failed (rocm_validate.results.triage); None unless failed
     findings: list[dict[str, Any]] = field(default_factory=list)  # preflight facts about the host
     gpu: GpuRef | None = None  # the GPU it ran on, in a whole-node run
+    work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.core.work)
 
     @property
     def title(self) -> str:
@@ -231,6 +233,7 @@ class TestResult:
             "category": self.category,
             "findings": self.findings,
             "gpu": None if self.gpu is None else asdict(self.gpu),
+            "work": self.work,
         }
 
     @property
