@@ -154,7 +154,11 @@ class ResultCollector:
         if not results:
             return None
         device = self.state.device() if self.state.discovered else None
-        return verdict(check_records(results, device.index if device is not None and device.is_gpu else None))
+        facts = self.state.node
+        node_gpus = [d.index for d in facts.devices if d.is_gpu and d.index is not None] if facts is not None else []
+        return verdict(
+            check_records(results, device.index if device is not None and device.is_gpu else None, node_gpus)
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from rocm_validate.results.report import metrics_table, suite_summary_lines

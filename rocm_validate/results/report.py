@@ -8,7 +8,7 @@ import re
 import shlex
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -436,18 +436,22 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
     return lines
 
 
-def check_records(results: Iterable[TestResult], gpu: int | None) -> list[CheckRecord]:
+def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = ()) -> list[CheckRecord]:
     """The triage verdict's input from this run's results: every test that ran (skips validated
     nothing) on its own GPU in a whole-node run, else on the run's GPU (`gpu`, None for the CPU);
-    preflight checks are the host's."""
+    preflight checks are the host's; a node-wide test of a whole-node run (`node_gpus`) ran on
+    every one of its GPUs (a collective, a verdict pooling every GPU's share)."""
 
-    def where(result: TestResult) -> int | None:
+    def where(result: TestResult) -> list[int | None]:
         if result.suite == "preflight":
-            return None
-        return result.gpu.index if result.gpu is not None else gpu
+            return [None]
+        if result.gpu is not None:
+            return [result.gpu.index]
+        return list(node_gpus) if result.work == "node-wide" and node_gpus else [gpu]
 
     return [
-        CheckRecord(where(r), r.nodeid, (r.category or "crash") if r.failed else None)
+        CheckRecord(index, r.nodeid, (r.category or "crash") if r.failed else None)
         for r in results
         if r.outcome not in ("skipped", "xfailed")
+        for index in where(r)
     ]
