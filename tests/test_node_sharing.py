@@ -147,5 +147,16 @@ def test_the_beside_lane_trains_while_the_gpu_checks_numerics_and_ends_before_it
     pooled = [(gpu, lane) for gpu, lane, what, _ in _log(pytester) if what == "pooled-start"]
     assert pooled == [("0", "main")]
     assert events[("0", "pooled-start")] >= max(at for (_, what), at in events.items() if not what.startswith("pooled"))
-    tests = {t["nodeid"].split("::")[1]: t for t in _report(pytester)["tests"]}
+    report = _report(pytester)
+    tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
     assert tests["test_pooled"]["gpu"] is None and tests["test_pooled"]["work"] == "node-wide"
+    result.stdout.fnmatch_lines(
+        [
+            "rocm-validate level standard: * of its * budget for 2 GPUs",
+            "*= rocm-validate time =*",
+            "convergence * per gpu (beside) * 3 s * 3 s * -",
+            "convergence * node wide * - * - * 0 s",
+        ]
+    )
+    beside = {(r["suite"], r["gpu"]) for r in report["time"]["rows"] if r["beside"]}
+    assert beside == {("convergence", 0), ("convergence", 1)} and report["time"]["gpus"] == 2

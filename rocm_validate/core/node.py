@@ -286,6 +286,13 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
         lines[0] += (
             f"; {', '.join(sorted(set(NODE_WIDE_SUITES) & state.settings.suites))} once, after them, on GPU {devices[0].index}'s worker"
         )
+    if workers:
+        from rocm_validate.core.budget import NODE_BUDGETS
+        from rocm_validate.core.levels import describe_node_budget
+
+        level = state.settings.level
+        budget = NODE_BUDGETS[level].seconds(len(devices), state.settings.suites)
+        lines.append(f"rocm-validate node: level {describe_node_budget(level, len(devices), budget)}")
     for device in devices:
         assert device.index is not None
         ids = ", ".join(f"{k} {v}" for k, v in (("BDF", device.pci_bus_id), ("UUID", device.uuid)) if v)

@@ -376,9 +376,11 @@ def build_report(
     verdict: str | None = None,
     node: dict[str, Any] | None = None,
     peers: list[dict[str, Any]] | None = None,
+    time: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON report; `node` (whole-node runs: the GPUs and their counts) and `peers` (each GPU's
-    metrics against its peers' median) are added by whole-node runs."""
+    metrics against its peers' median) are added by whole-node runs; `time` says where the run's
+    time went against its level's budget (rocm_validate.core.budget)."""
     summary = outcome_counts(results)
     return {
         "schema": "rocm-validate/report/1",
@@ -394,6 +396,7 @@ def build_report(
         **({"verdict": verdict} if verdict is not None else {}),
         "node": node,
         "peers": list(peers or []),
+        **({"time": time} if time is not None else {}),
     }
 
 
