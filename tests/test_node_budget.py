@@ -9,6 +9,8 @@ from rocm_validate.core.budget import (
     NODE_BUDGETS,
     CollectivesCost,
     SuiteWork,
+    collectives_on_gpus,
+    measured_work,
     node_time,
     time_table,
     time_used,
@@ -84,3 +86,32 @@ def test_the_time_table_shows_each_suites_work_per_gpu_beside_lanes_and_the_node
         "main worker, in turn                   120 s  92 s   15 s",
     ]
     assert used.to_dict()["serial_s"] == {"0": 120.0, "1": 92.0}
+
+
+def test_a_measured_run_gives_each_suites_work_for_the_projection():
+    used = time_used(
+        300.0,
+        [
+            ("correctness", "per-gpu", 0, 90.0),
+            ("correctness", "per-gpu", 1, 95.0),
+            ("correctness", "shared", 0, 30.0),
+            ("correctness", "shared", 1, 28.0),
+            ("perf", "per-gpu", 0, 80.0),
+            ("convergence", "shared", 0, 100.0),
+            ("convergence", "shared", 1, 96.0),
+            ("convergence", "node-wide", None, 4.0),
+            ("collectives", "node-wide", None, 15.0),
+        ],
+        beside_suites=("convergence",),
+    )
+    work = measured_work(used.rows, {"correctness": 26.0})
+    assert work["correctness"] == SuiteWork(per_gpu_s=95, shared_s=58, largest_shared_s=26)
+    assert work["perf"].timed and work["perf"].per_gpu_s == 80
+    assert work["convergence"] == SuiteWork(shared_s=196, node_s=4, beside=True)
+    assert work["collectives"] == SuiteWork()
+
+
+def test_the_collectives_on_gpus_keep_the_measured_two_gpu_time_and_grow_by_the_cpus_terms():
+    cost = collectives_on_gpus(15.0, 1.3, {"fixed_s": 0.2, "per_rank_s": 1.9, "per_pair_s": 0.1}, pair_copies_s=0.05)
+    assert cost.seconds(2) == pytest.approx(15.0)
+    assert cost.seconds(8) == pytest.approx(15.0 + 6 * 1.9 + 1.3 * 0.75 + 27 * 0.15)

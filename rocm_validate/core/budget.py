@@ -153,7 +153,10 @@ _STANDARD = {
     "convergence": SuiteWork(per_gpu_s=15, shared_s=185, largest_shared_s=5, node_s=5, beside=True),
     "collectives": SuiteWork(),
 }
-STANDARD_COLLECTIVES = CollectivesCost(fixed_s=6.0, per_rank_s=2.0, collectives_s=4.0, per_pair_s=1.0)
+# 15 s on 2 x H100; per rank and per pair as gloo measured them on the CPU (an upper bound for a
+# host with a core per rank), a pair at 0.5 s: the check, the barrier and 56 copies of 256 MiB at
+# MI300X-class link speed (docs/measurements/collectives-scaling-cpu.json, docs/node.md "Time").
+STANDARD_COLLECTIVES = CollectivesCost(fixed_s=8.5, per_rank_s=2.0, collectives_s=2.0, per_pair_s=0.5)
 
 
 def _scaled(work: Mapping[str, SuiteWork], factor: float) -> dict[str, SuiteWork]:
@@ -186,6 +189,46 @@ NODE_BUDGETS: dict[str, LevelBudget] = {
         lanes=False,
     ),
 }
+
+
+def collectives_on_gpus(
+    measured_s: float, timed_s: float, rest_fit: Mapping[str, float], pair_copies_s: float
+) -> CollectivesCost:
+    """The collectives' cost on GPUs from one measured run on 2 GPUs (`measured_s` in all,
+    `timed_s` of it the collectives' own calls) and the per-rank and per-pair terms gloo showed
+    on the CPU (`rest_fit`), a pair adding `pair_copies_s` of copying on the GPUs' link; the
+    fixed part is what the 2-GPU run leaves."""
+    per_rank, per_pair = rest_fit["per_rank_s"], rest_fit["per_pair_s"] + pair_copies_s
+    fixed = measured_s - timed_s - 2 * per_rank - per_pair
+    return CollectivesCost(fixed_s=max(fixed, 0.0), per_rank_s=per_rank, collectives_s=timed_s, per_pair_s=per_pair)
+
+
+def measured_work(
+    rows: Iterable[TimeRow], largest_shared_s: Mapping[str, float], timed_suites: Iterable[str] = ("perf",)
+) -> dict[str, SuiteWork]:
+    """Each suite's work as a node run measured it: per-GPU work on the slowest GPU, shared work
+    summed over the GPUs, the beside lane's work summed over the GPUs (it splits the same way),
+    node-wide work besides the collectives (their own cost is modelled apart)."""
+    rows = list(rows)
+    timed = set(timed_suites)
+    work: dict[str, SuiteWork] = {}
+    for suite in sorted({r.suite for r in rows}):
+        mine = [r for r in rows if r.suite == suite]
+        beside = [r for r in mine if r.beside]
+        per_gpu = max(
+            (r.seconds for r in mine if r.work == "per-gpu" and r.gpu is not None and not r.beside), default=0.0
+        )
+        shared = math.fsum(r.seconds for r in mine if r.work == "shared" and r.gpu is not None and not r.beside)
+        node = math.fsum(r.seconds for r in mine if r.gpu is None) if suite != "collectives" else 0.0
+        work[suite] = SuiteWork(
+            per_gpu_s=per_gpu,
+            shared_s=shared + math.fsum(r.seconds for r in beside),
+            largest_shared_s=largest_shared_s.get(suite, 0.0),
+            node_s=node,
+            timed=suite in timed,
+            beside=bool(beside),
+        )
+    return work
 
 
 @dataclass(frozen=True)
