@@ -15,7 +15,7 @@
    docs/measurements/collectives-scaling-cpu.json).
 
 Each run is limited to --limit-s seconds (default 240, so both fit 9 minutes of a lent machine): at the
-limit pytest is interrupted (it still writes its report, with what ran), and killed 45 s later. Reports
+limit pytest is interrupted (it still writes its report, with what ran), and killed 20 s later. Reports
 and markdown summaries are kept in DIR. Exit status 1 when a run fails, is cut, or the outcomes differ.
 """
 
@@ -47,7 +47,7 @@ from rocm_validate.core.work import BESIDE_SUITES
 REPO = Path(__file__).resolve().parents[1]
 CPU_SCALING = REPO / "docs" / "measurements" / "collectives-scaling-cpu.json"
 GPU_CALLS = 56  # per collective or pair on GPUs: the checked call, 5 warmup calls, 5 rounds of 10
-GRACE_S = 45.0
+GRACE_S = 20.0
 
 
 def run_pytest(directory: Path, name: str, cache: Path, limit_s: float, extra: list[str]) -> dict[str, Any]:
