@@ -3,7 +3,7 @@
     python benchmarks/node_timing.py --dir $OUT/node-timing [--limit-s 240] [--reference OLD.json] [-- PYTEST ARGS]
 
 1. cold: `pytest --rocm-device=all --rocm-suite=all` against the committed baselines, with an empty
-   compile cache of its own (DIR/inductor-cache);
+   compile cache of its own (--cache, by default a fresh folder outside DIR);
 2. warm: the same command again, finding the first run's compiled graphs in that cache;
 3. DIR/node-timing.json: for each run its wall time (and whether --limit-s cut it), where the time
    went (the report's time section: per suite, kind of work and GPU, beside lanes, the node),
@@ -30,6 +30,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -199,10 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit-s", type=float, default=240.0)
     parser.add_argument("--reference", type=Path, help="an earlier run's report, to compare outcomes with")
     parser.add_argument("--no-warm", action="store_true", help="only the cold run")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        help="the compile cache of both runs, emptied first (default: a fresh folder outside --dir, which may be "
+        "copied back from a lent machine)",
+    )
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
-    cache = args.dir / "inductor-cache"
+    cache = args.cache or Path(tempfile.mkdtemp(prefix="rocm-validate-node-timing-cache-"))
     shutil.rmtree(cache, ignore_errors=True)
     runs = {"cold": run_pytest(args.dir, "cold", cache, args.limit_s, args.pytest_args)}
     if not args.no_warm:
