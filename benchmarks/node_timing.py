@@ -1,6 +1,6 @@
 """Time to verdict on a GPU node, in one call: the whole node, every suite, cold and then warm.
 
-    python benchmarks/node_timing.py --dir $OUT/node-timing [--limit-s 240] [--reference OLD.json] [-- PYTEST ARGS]
+    python benchmarks/node_timing.py --dir $OUT/node-timing [--limit-s 240] [--warm-limit-s S] [--reference OLD.json] [-- PYTEST ARGS]
 
 1. cold: `pytest --rocm-device=all --rocm-suite=all` against the committed baselines, with an empty
    compile cache of its own (--cache, by default a fresh folder outside DIR);
@@ -197,7 +197,8 @@ def projection(run: dict[str, Any], gpus: tuple[int, ...]) -> dict[str, Any] | N
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, required=True)
-    parser.add_argument("--limit-s", type=float, default=240.0)
+    parser.add_argument("--limit-s", type=float, default=240.0, help="the cold run's limit (default 240 s)")
+    parser.add_argument("--warm-limit-s", type=float, help="the warm run's limit (default: --limit-s)")
     parser.add_argument("--reference", type=Path, help="an earlier run's report, to compare outcomes with")
     parser.add_argument("--no-warm", action="store_true", help="only the cold run")
     parser.add_argument(
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(cache, ignore_errors=True)
     runs = {"cold": run_pytest(args.dir, "cold", cache, args.limit_s, args.pytest_args)}
     if not args.no_warm:
-        runs["warm"] = run_pytest(args.dir, "warm", cache, args.limit_s, args.pytest_args)
+        runs["warm"] = run_pytest(args.dir, "warm", cache, args.warm_limit_s or args.limit_s, args.pytest_args)
     result: dict[str, Any] = {name: summary(run) for name, run in runs.items()}
     seen = {name: outcomes(run["report"]) for name, run in runs.items()}
     if "warm" in seen:
