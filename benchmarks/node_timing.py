@@ -1,6 +1,7 @@
 """Time to verdict on a GPU node, in one call: the whole node, every suite, cold and then warm.
 
     python benchmarks/node_timing.py --dir $OUT/node-timing [--limit-s 240] [--warm-limit-s S] [--reference OLD.json] [-- PYTEST ARGS]
+    (or in two calls: --no-warm --cache C, then --warm-only --cache C)
 
 1. cold: `pytest --rocm-device=all --rocm-suite=all` against the committed baselines, with an empty
    compile cache of its own (--cache, by default a fresh folder outside DIR);
@@ -202,6 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", type=Path, help="an earlier run's report, to compare outcomes with")
     parser.add_argument("--no-warm", action="store_true", help="only the cold run")
     parser.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="only the warm run, on the --cache a cold run (--no-warm) filled: the two in separate calls",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         help="the compile cache of both runs, emptied first (default: a fresh folder outside --dir, which may be "
@@ -211,20 +217,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     cache = args.cache or Path(tempfile.mkdtemp(prefix="rocm-validate-node-timing-cache-"))
-    shutil.rmtree(cache, ignore_errors=True)
-    runs = {"cold": run_pytest(args.dir, "cold", cache, args.limit_s, args.pytest_args)}
+    runs: dict[str, dict[str, Any]] = {}
+    if not args.warm_only:
+        shutil.rmtree(cache, ignore_errors=True)
+        runs["cold"] = run_pytest(args.dir, "cold", cache, args.limit_s, args.pytest_args)
     if not args.no_warm:
         runs["warm"] = run_pytest(args.dir, "warm", cache, args.warm_limit_s or args.limit_s, args.pytest_args)
     result: dict[str, Any] = {name: summary(run) for name, run in runs.items()}
     seen = {name: outcomes(run["report"]) for name, run in runs.items()}
-    if "warm" in seen:
+    if "warm" in seen and "cold" in seen:
         result["differences_cold_warm"] = differences(seen["cold"], seen["warm"])
-    if args.reference:
-        result["differences_reference_cold"] = differences(
-            outcomes(json.loads(args.reference.read_text())), seen["cold"]
+    if args.reference:  # against the first run made here (with --warm-only, the cold run's report of an earlier call)
+        first = next(iter(runs))
+        result[f"differences_reference_{first}"] = differences(
+            outcomes(json.loads(args.reference.read_text())), seen[first]
         )
     result["projection"] = {name: projection(run, (2, 4, 8)) for name, run in runs.items()}
-    out = args.dir / "node-timing.json"
+    out = args.dir / ("node-timing-warm.json" if args.warm_only else "node-timing.json")
     out.write_text(json.dumps(result, indent=1, sort_keys=True, default=str) + "\n")
     for name, run in runs.items():
         section = run["report"].get("time")
