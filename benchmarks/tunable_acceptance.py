@@ -16,7 +16,11 @@
    must reject it, and the suite must fail it as configuration, saying the tuning is ignored.
 5. slower: the file with its largest GEMM's solution replaced by one TunableOp itself skipped
    as more than twice as slow (from the job's verbose log): the perf suite must fail it, naming
-   the entry.
+   the entry. Where the log shows no slower solution for any entry (a CUDA build: TunableOp's
+   only GEMM solution there is cuBLAS's Default, so tuned and default are the same kernel), a
+   file cannot be doctored; the slower solution is planted instead: a plugin makes the tuned
+   path run one extra GEMM every PLANTED_EVERY calls (10% more work), and the perf suite must
+   fail every timed entry and benchmark GEMM as slower, naming each.
 
 DIR/summary.json holds every step's command, exit status, outcomes, categories and messages,
 the speedups and the verdicts ("expected": what each step must show; "as_expected": whether it
@@ -43,6 +47,32 @@ PROFILED = re.compile(
     r"tuning iters (?P<iters>\d+) \[(?P<ms>[0-9.e+-]+) ms\] instance id=\d+, (?P<op>\S+)\((?P<params>[^)]*)\) (?P<solution>\S+)"
 )
 SLOWER_BY = 1.15  # a doctored solution at least this much slower than the tuned one: far past the gate's 3%
+PLANTED_EVERY = 10  # the planted slower solution: one extra GEMM every 10 tuned calls, 10% more work
+PLANTED_SLOWER = f"""
+\"\"\"Planted by benchmarks/tunable_acceptance.py: the tuned path runs one extra GEMM every
+{PLANTED_EVERY} calls, as a tuned solution 10% slower than the default would.\"\"\"
+from rocm_validate.workloads import tunableop
+
+_switched = tunableop.TunableOpSession.switched
+
+
+def _slower(on, fn):
+    call = _switched(on, fn)
+    if not on:
+        return call
+    count = [0]
+
+    def slower():
+        count[0] += 1
+        if count[0] % {PLANTED_EVERY} == 0:
+            call()
+        return call()
+
+    return slower
+
+
+tunableop.TunableOpSession.switched = staticmethod(_slower)
+"""
 
 
 def job(device: str) -> None:
@@ -84,7 +114,9 @@ def run(command: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
     }
 
 
-def pytest_step(out: Path, name: str, device: str, suite_args: list[str], results_file: Path) -> dict[str, Any]:
+def pytest_step(
+    out: Path, name: str, device: str, suite_args: list[str], results_file: Path, plugin: str | None = None
+) -> dict[str, Any]:
     report = out / f"{name}.json"
     command = [
         sys.executable,
@@ -99,6 +131,9 @@ def pytest_step(out: Path, name: str, device: str, suite_args: list[str], result
         "-q",
     ]
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTORCH_TUNABLEOP_")}
+    if plugin:  # a module written into `out`, loaded into the run
+        command += ["-p", plugin]
+        env["PYTHONPATH"] = os.pathsep.join([str(out), env.get("PYTHONPATH", "")])
     step = run(command, env, out / f"{name}.log")
     if report.exists():
         data = json.loads(report.read_text())
@@ -167,6 +202,31 @@ def slower_entry(log: str, results: Path) -> tuple[tuple[str, str], str] | None:
         return None
     _, key, solution = max(usable)
     return key, solution
+
+
+def planted_slower(out: Path, device: str, results: Path) -> dict[str, Any]:
+    """The perf suite with a slower tuned solution planted (no slower one exists to doctor a file
+    with): every timed entry and benchmark GEMM must fail as slower than the default, named."""
+    (out / "planted_slower.py").write_text(PLANTED_SLOWER)
+    step = pytest_step(
+        out, "slower", device, ["suites/perf/test_tunable_gemm.py", "--rocm-suite=perf"], results, "planted_slower"
+    )
+    ran = [t for t in step.get("tests", []) if t["outcome"] in ("passed", "failed")]
+    caught = [
+        t
+        for t in ran
+        if t["outcome"] == "failed" and t["category"] == "performance" and "slower" in (t["message"] or "")
+    ]
+    step["doctored"] = None
+    step["why_planted"] = (
+        "the job's tuning log shows no solution slower than the tuned one for any entry (on CUDA, TunableOp's only "
+        "GEMM solution is cuBLAS's Default), so no results file can be doctored; the slower solution is planted"
+    )
+    step["planted"] = f"one extra GEMM every {PLANTED_EVERY} tuned calls (10% more work)"
+    step["caught"] = f"{len(caught)} of {len(ran)}"
+    step["expected"] = "the perf suite fails every timed test as slower than the default, naming the GEMM"
+    step["as_expected"] = bool(ran) and len(caught) == len(ran)
+    return step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,11 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     log = (out / "job.log").read_text()
     choice = slower_entry(log, results)
     if choice is None:
-        summary["slower"] = {
-            "as_expected": False,
-            "expected": "a solution the job's tuning log shows slower",
-            "found": None,
-        }
+        summary["slower"] = planted_slower(out, args.device, results)
     else:
         key, solution = choice
         slow = doctored(results, out / "slower_results0.csv", replace={key: solution})

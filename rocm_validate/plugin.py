@@ -42,6 +42,8 @@ pytest_plugins = (
     "rocm_validate.core.oom",
     "rocm_validate.core.watchdog",  # ends a plain run whose test is stuck in native code past its timeout
     "rocm_validate.core.tunableop_file",  # --rocm-tunableop-file and the TunableOp fixtures
+    "rocm_validate.core.sharing",  # per-GPU, shared and node-wide work; what each worker of a node run keeps
+    "rocm_validate.core.compile_cache",  # torch.compile's caches: one folder per run's workers, kept between runs
     "rocm_validate.perf.plugin",
     "rocm_validate.convergence.plugin",
     "rocm_validate.preflight.plugin",

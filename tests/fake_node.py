@@ -32,3 +32,14 @@ def node_conftest(count: int) -> str:
         "        gpus = [dataclasses.replace(gpus[int(e)], index=i) for i, e in enumerate(visible.split(','))]\n"
         f"    return [*gpus, DeviceInfo.from_dict(json.loads({cpu!r}))]\n"
     )
+
+
+def write_node(pytester, count: int, **tests: str) -> None:
+    """A rootdir with a node of `count` fake GPUs and test files at suites/<suite>/test_<name>.py,
+    one per keyword `<suite>__<name>`."""
+    pytester.makeconftest(node_conftest(count))
+    for name, source in tests.items():
+        suite, _, module = name.partition("__")
+        folder = pytester.path / "suites" / suite
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"test_{module}.py").write_text(source)

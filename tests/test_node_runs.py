@@ -11,14 +11,7 @@ import pytest
 NODE_ARGS = ("--rocm-device=all", "-p", "no:cacheprovider")
 
 
-def _node(pytester: pytest.Pytester, gpus: int, **tests: str) -> None:
-    """A rootdir with a fake node and test files at suites/<suite>/test_<name>.py."""
-    pytester.makeconftest(fake_node.node_conftest(gpus))
-    for name, source in tests.items():
-        suite, _, module = name.partition("__")
-        folder = pytester.path / "suites" / suite
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"test_{module}.py").write_text(source)
+_node = fake_node.write_node
 
 
 PINNED = """

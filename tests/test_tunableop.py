@@ -6,13 +6,19 @@ trusted, and every TunableOp setting is restored."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from rocm_validate.core.tunableop_file import environment_conflict, node_ordinal, tunableop_skip_reason
+from rocm_validate.core.tunableop_file import (
+    environment_conflict,
+    node_ordinal,
+    tunableop_skip_reason,
+    tuning_skip_reason,
+)
 from rocm_validate.correctness.tunable import check_entries, check_tuned_linear
 from rocm_validate.perf.tuning import slower_message
 from rocm_validate.platform.devices import discover_cpu
@@ -163,6 +169,14 @@ def test_a_tuned_solution_slower_than_the_default_fails_naming_it():
 
 def test_tunableop_skips_on_the_cpu_saying_why(cpu):
     assert tunableop_skip_reason(cpu).startswith("needs a CUDA or ROCm GPU for PyTorch TunableOp")
+
+
+@pytest.mark.parametrize(("backend", "tunes"), [("rocm", True), ("cuda", False), ("cpu", True)])
+def test_tuning_is_skipped_only_on_a_cuda_build_whose_one_solution_is_the_default(cpu, backend, tunes):
+    reason = tuning_skip_reason(dataclasses.replace(cpu, backend=backend))
+    assert (reason is None) == tunes  # the CPU is refused earlier, by tunableop_skip_reason
+    if reason:
+        assert "only TunableOp GEMM solution is cuBLAS's Default" in reason and "--rocm-tunableop-file" in reason
 
 
 def test_an_environment_that_pins_tunableop_is_named():

@@ -11,8 +11,11 @@ the checker's "Max Speedup". Both bounds are the checker's numbers; none is comp
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import json
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +36,103 @@ if TYPE_CHECKING:
 
 VERDICTS = (Verdict.PASS, Verdict.TOO_FAST, Verdict.TOO_SLOW, Verdict.NOT_CONVERGED, Verdict.NO_VERDICT)
 OLYMPIC_DROPS = 1  # runs olympic scoring may lose (BERT): a second unconverged run fails the set
+TRAINED_GLOB = "trained_*.json"  # beside each result_<seed>.txt: which GPU trained it, and how it ended
+# A GPU whose runs converge this many combined standard errors (the RCPs' run-to-run spread over
+# each side's run count) later than its peers' is named: 3.5 keeps a node of 8 GPUs from naming
+# a healthy one by chance more than about once in a thousand runs.
+PEER_Z = 3.5
+IQR_PER_SD = 1.349  # a metric's dispersion is a relative IQR; the RCP spread is a standard deviation
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """One run of a (possibly shared) run set: its seed, where it stopped, who trained it."""
+
+    candidate: str
+    seed: int
+    converged: bool
+    samples: int
+    trained_on: str  # 'GPU 1 (BDF 0000:02:00.0)', or the device of a one-device run
+    gpu: int | None = None  # the GPU's index in a whole-node run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate,
+            "seed": self.seed,
+            "converged": self.converged,
+            "samples": self.samples,
+            "trained_on": self.trained_on,
+            "gpu": self.gpu,
+        }
+
+
+def read_trained(folder: Path) -> list[TrainedRun]:
+    """The runs recorded under `folder` (one candidate's, or every candidate's below it), by seed."""
+    found = [TrainedRun(**json.loads(p.read_text())) for p in sorted(folder.rglob(TRAINED_GLOB))]
+    return sorted(found, key=lambda r: (r.candidate, r.seed))
+
+
+def missing_seeds(seeds: int, trained: Iterable[TrainedRun]) -> list[int]:
+    """The seeds 0..seeds-1 with no run yet; none when the runs already fail the set (more misses
+    than olympic scoring drops: training stops there, as in a one-device run)."""
+    runs = list(trained)
+    if sum(not r.converged for r in runs) > OLYMPIC_DROPS:
+        return []
+    have = {r.seed for r in runs}
+    return [seed for seed in range(seeds) if seed not in have]
+
+
+def missed_on_one_gpu(trained: Iterable[TrainedRun]) -> str:
+    """'the runs that missed the target were all trained on GPU 1 (...)' when the misses of a
+    set trained by several GPUs all come from one of them (empty otherwise)."""
+    runs = list(trained)
+    missed = {r.trained_on for r in runs if not r.converged}
+    if len(missed) != 1 or len({r.trained_on for r in runs}) < 2:
+        return ""
+    return f"the runs that missed the target were all trained on {missed.pop()}: compare it with its peers"
+
+
+def placement(trained: Iterable[TrainedRun]) -> str:
+    """'seeds by GPU: GPU 0: 0, 2, 4; GPU 1: 1, 3' (empty when one device trained them all)."""
+    by_where: dict[str, list[int]] = {}
+    for run in trained:
+        by_where.setdefault(run.trained_on, []).append(run.seed)
+    if len(by_where) < 2:
+        return ""
+    return "seeds by GPU: " + "; ".join(f"{where}: {', '.join(map(str, sorted(s)))}" for where, s in by_where.items())
+
+
+@dataclass(frozen=True)
+class GpuRuns:
+    """A GPU's runs of every candidate, for the comparison with its peers' runs."""
+
+    gpu: int | None
+    trained_on: str
+    runs: int
+    mean_samples: float  # a run that missed the target counts with the samples it stopped at
+    dispersion: float  # the relative IQR of that mean implied by the RCPs' run-to-run spread
+
+
+def gpu_runs(trained: Iterable[TrainedRun], rcp_samples: Sequence[int]) -> list[GpuRuns]:
+    """Each GPU's mean samples to converge over all its runs, with the noise of that mean: every
+    candidate should converge like the reference, and each GPU trains a few seeds of each, so a
+    GPU whose runs converge later than its peers' points at that GPU, not at a candidate."""
+    mean = statistics.fmean(rcp_samples)
+    spread = statistics.stdev(rcp_samples) / mean if len(rcp_samples) > 1 and mean > 0 else 0.0
+    groups: dict[tuple[int | None, str], list[int]] = {}
+    for run in trained:
+        groups.setdefault((run.gpu, run.trained_on), []).append(run.samples)
+    return [
+        GpuRuns(gpu, where, len(samples), statistics.fmean(samples), IQR_PER_SD * spread / math.sqrt(len(samples)))
+        for (gpu, where), samples in sorted(groups.items(), key=lambda item: (item[0][0] is None, item[0][0] or 0))
+    ]
+
+
+def peer_band(own: float | None, peer: float | None) -> tuple[float, str]:
+    """How much later than its peers' a GPU's runs may converge: PEER_Z combined standard errors."""
+    noise = math.sqrt(sum((d or 0.0) ** 2 for d in (own, peer))) / IQR_PER_SD
+    allowed = PEER_Z * noise
+    return allowed, f"{allowed:.1%} = {PEER_Z:g} x the RCPs' run-to-run spread over both sides' runs ({noise:.1%})"
 
 
 @dataclass(frozen=True)
@@ -207,11 +307,31 @@ class MiniBertCheck:
             except RcpUnavailable:
                 raise missing from None
 
-    def check(self, candidate: Candidate) -> ConvergenceVerdict:
-        """Train the candidate's seeds (the first of the reference's) and judge the run set."""
+    def train(
+        self, candidate: Candidate, seeds: Sequence[int], trained_on: str, gpu: int | None = None
+    ) -> list[TrainedRun]:
+        """Train `seeds` of the candidate's run set (all of it, or this GPU's share) into its
+        folder, each result file with a note of who trained it."""
         folder = self.workdir / candidate.name
-        self._trainer(candidate).run_seeds(range(self.seeds), folder, tolerated_failures=OLYMPIC_DROPS)
-        return check_run_set(candidate.name, folder, self.rcp().path, self.ruleset)
+        outcomes = self._trainer(candidate).run_seeds(seeds, folder, tolerated_failures=OLYMPIC_DROPS, of=self.seeds)
+        runs = [TrainedRun(candidate.name, o.seed, o.converged, o.samples, trained_on, gpu) for o in outcomes]
+        for run in runs:
+            (folder / f"trained_{run.seed}.json").write_text(json.dumps(run.to_dict()))
+        return runs
+
+    def check(self, candidate: Candidate, trained_on: str = "", gpu: int | None = None) -> ConvergenceVerdict:
+        """Judge the candidate's run set (seeds 0..N-1, the first of the reference's): the runs
+        every GPU trained, pooled; seeds nobody trained (none ran, or a GPU's share did not
+        finish) are trained here first, unless the runs already fail the set."""
+        folder = self.workdir / candidate.name
+        folder.mkdir(parents=True, exist_ok=True)
+        missing = missing_seeds(self.seeds, read_trained(folder))
+        if missing:
+            self.train(candidate, missing, trained_on, gpu)
+        verdict = check_run_set(candidate.name, folder, self.rcp().path, self.ruleset)
+        trained = read_trained(folder)
+        notes = [placement(trained), "" if verdict.passed else missed_on_one_gpu(trained)]
+        return replace(verdict, message="; ".join([verdict.message, *filter(None, notes)]))
 
     def record_reference(self, creator: str, when: str) -> RecordedRcp:
         """Train the reference for twice the seeds (as MLPerf references do) and write the RCPs.

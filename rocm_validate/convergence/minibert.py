@@ -21,7 +21,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -456,10 +456,11 @@ class Trainer:
         module.train()
         return correct.item() / self.held_out.labels.numel()
 
-    def run(self, seed: int, path: Path, index: int = 0, total: int = 1) -> RunOutcome:
-        """Train from `seed` until the target accuracy or max_steps; write result file `path`."""
+    def run(self, seed: int, path: Path, of: int = 1) -> RunOutcome:
+        """Train from `seed` (of `of` seeds, for progress lines) until the target accuracy or
+        max_steps; write result file `path`."""
         spec = self.spec
-        label = f"{self.label} seed {index + 1}/{total}"
+        label = f"{self.label} seed {seed + 1}/{of}"
         with mllog_writer(path) as log, _matmul_precision("highest"), _cpu_threads(self.device, 1):
             log.event("cache_clear", True)
             log.start("init_start")
@@ -555,16 +556,20 @@ class Trainer:
             },
         )
 
-    def run_seeds(self, seeds: range, folder: Path, tolerated_failures: int) -> list[RunOutcome]:
-        """One result_<i>.txt per seed in `folder`, as an MLPerf run set.
+    def run_seeds(
+        self, seeds: Sequence[int], folder: Path, tolerated_failures: int, of: int | None = None
+    ) -> list[RunOutcome]:
+        """One result_<seed>.txt per seed in `folder`, as an MLPerf run set (or this GPU's share
+        of one: `seeds` out of `of`).
 
         Stops once more than `tolerated_failures` runs missed the target: the set has failed
         whatever the remaining seeds do, and a failing stack should not cost the full budget.
         """
         folder.mkdir(parents=True, exist_ok=True)
+        total = len(seeds) if of is None else of
         outcomes: list[RunOutcome] = []
         for index, seed in enumerate(seeds):
-            outcomes.append(self.run(seed, folder / f"result_{index}.txt", index, len(seeds)))
+            outcomes.append(self.run(seed, folder / f"result_{seed}.txt", total))
             failures = sum(not o.converged for o in outcomes)
             if failures > tolerated_failures and index + 1 < len(seeds):
                 self.progress(

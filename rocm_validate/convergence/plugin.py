@@ -57,6 +57,10 @@ SEEDS = options.OptionSpec(
     "mini-BERT runs per candidate (default: 10 on a GPU, as MLPerf BERT; 5 on the CPU); RCPs record twice as many",
     "N",
 )
+# Node-wide in a whole-node run: they pool the runs every GPU trained (its share of the seeds).
+JUDGE_TEST = "test_candidate_converges_like_the_reference"
+PEERS_TEST = "test_every_gpu_converges_like_its_peers"
+RUNS_METRIC = "mini_bert.runs.samples_to_converge"  # each GPU's runs, against its peers'
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,28 @@ def convergence_settings(config: pytest.Config) -> ConvergenceSettings:
     return config.stash[SETTINGS_KEY]
 
 
+def pytest_rocm_node_wide(config: pytest.Config, nodeid: str) -> bool | None:
+    """The verdicts that pool every GPU's share of the mini-BERT seeds run once, after the shares."""
+    from rocm_validate.core.suites import suite_of_nodeid
+
+    function = nodeid.split("::")[-1].split("[")[0]
+    if function in (JUDGE_TEST, PEERS_TEST) and suite_of_nodeid(nodeid, config.rootpath) == "convergence":
+        return True
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_rocm_noise_band(
+    config: pytest.Config, name: str, backend: str, dispersions: tuple[float | None, ...]
+) -> tuple[float, str] | None:
+    """A GPU's mini-BERT runs against its peers': the RCPs' run-to-run spread, not a timing's noise."""
+    if name != RUNS_METRIC:
+        return None
+    from rocm_validate.convergence.check import peer_band
+
+    return peer_band(*(tuple(dispersions) + (None, None))[:2])
+
+
 # --- scoring MLPerf results ----------------------------------------------------------------
 
 
@@ -239,7 +265,7 @@ def mini_bert(
             pytrace=False,
         )
     settings = convergence_settings(pytestconfig)
-    spec = preset_for(rocm_device.backend)
+    spec = preset_for(torch_device.type)  # the size of the device the runs train on
     record_command, refusal = rcp_commands(pytestconfig, rocm_device)
     return MiniBertCheck(
         spec=spec,
@@ -248,11 +274,35 @@ def mini_bert(
         rcp_file=rcp_path(run_state(pytestconfig).settings.baselines_dir, rocm_device.device_key),
         record_command=record_command,
         seeds=settings.seeds or spec.seeds,
-        workdir=tmp_path_factory.mktemp("mini-bert"),
+        workdir=_workdir(pytestconfig, tmp_path_factory),
         ruleset=settings.ruleset,
         progress=ProgressLine(pytestconfig),
         refusal=refusal,
     )
+
+
+def _workdir(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the runs' result files go: in a whole-node run one folder every worker shares (the
+    workers' base temporary folders are siblings, pytest-xdist's documented way to share files),
+    so the pooled verdict reads every GPU's share; elsewhere a fresh folder."""
+    node = run_state(config).node
+    if node is None or node.gpu is None:
+        return tmp_path_factory.mktemp("mini-bert")
+    folder = tmp_path_factory.getbasetemp().parent / "mini-bert"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def trained_here(config: pytest.Config) -> tuple[str, int | None]:
+    """Who trains the runs of this process: 'GPU 1 (BDF ...)' and its index in a whole-node run,
+    else the device's description."""
+    state = run_state(config)
+    node = state.node
+    ref = node.gpu_ref(node.gpu) if node is not None and node.gpu is not None else None
+    if ref is not None:
+        return ref.label, ref.index
+    device = state.device()
+    return (f"GPU {device.index}" if device.is_gpu else "the CPU"), None
 
 
 def require_rcp(config: pytest.Config, check: MiniBertCheck) -> StoredRcp:

@@ -12,6 +12,8 @@ summary), interruption (Ctrl-C and SIGTERM end a run interrupted, never with a t
 passed), categorize (each failure's triage category), hookspec (the hooks other plugins
 implement), node and node_facts (whole-node runs: the wiring, and the facts handed to each
 worker), pinning (which visibility variable pins a process), scheduling (the pytest-xdist
-scheduler of a node run), tunableop_file (the TunableOp results file a run names, and its
-fixtures).
+scheduler of a node run), work and sharing (per-GPU, shared and node-wide work; what each worker
+of a node run keeps), compile_cache (torch.compile's caches, shared by a run's workers and kept
+between runs), budget (the node-time model, budgets per level and node size, where the time
+went), tunableop_file (the TunableOp results file a run names, and its fixtures).
 """

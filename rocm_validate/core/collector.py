@@ -16,12 +16,14 @@ import pytest
 from _pytest.junitxml import xml_key
 
 from rocm_validate.core import node
+from rocm_validate.core.budget import TimeUsed, time_table, time_used
 from rocm_validate.core.categorize import category_property, facts_of, fix_property
 from rocm_validate.core.interruption import interruption_of
-from rocm_validate.core.levels import describe_time_used
+from rocm_validate.core.levels import BUDGETS, describe_node_time_used, describe_time_used
 from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
-from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
+from rocm_validate.core.suites import suite_of_nodeid
+from rocm_validate.core.work import BESIDE_SUITES, WORK_PROPERTY
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
     PROPERTY_PREFIX,
@@ -127,8 +129,10 @@ class ResultCollector:
         config = self.state.config
         marked = properties.get("rocm_suite")
         suite = str(marked) if marked else suite_of_nodeid(report.nodeid, config.rootpath)
-        gpu = None if suite in NODE_WIDE_SUITES else node.report_gpu(report, self.state)
-        fresh = TestResult(report.nodeid, suite=suite, gpu=gpu)
+        node_wide = config.hook.pytest_rocm_node_wide(config=config, nodeid=report.nodeid)
+        gpu = None if node_wide else node.report_gpu(report, self.state)
+        work = properties.get(WORK_PROPERTY)
+        fresh = TestResult(report.nodeid, suite=suite, gpu=gpu, work=None if work is None else str(work))
         result = self.state.results.setdefault(fresh.title, fresh)
         result.duration_s += report.duration
         outcome = _outcome(report)
@@ -174,7 +178,11 @@ class ResultCollector:
         if not results and self.state.results and not self.state.discovered and not end.stopped:
             return None
         device = self.state.device() if self.state.discovered else None
-        return verdict(check_records(results, device.index if device is not None and device.is_gpu else None), end)
+        facts = self.state.node
+        node_gpus = [d.index for d in facts.devices if d.is_gpu and d.index is not None] if facts is not None else []
+        return verdict(
+            check_records(results, device.index if device is not None and device.is_gpu else None, node_gpus), end
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from rocm_validate.results.report import metrics_table, suite_summary_lines
@@ -185,11 +193,11 @@ class ResultCollector:
             for line in summary:
                 terminalreporter.write_line(line)
             if self.state.discovered:
-                used = time.monotonic() - self.state.started
-                device = self.state.device()
-                terminalreporter.write_line(
-                    f"rocm-validate level {describe_time_used(self.state.settings.level, device.is_gpu, used)}"
-                )
+                used = self.time_used()
+                terminalreporter.write_line(f"rocm-validate level {self._describe_budget(used.wall_s)}")
+                terminalreporter.write_sep("=", "rocm-validate time")
+                for line in time_table(used):
+                    terminalreporter.write_line(line)
         metrics = self.state.metrics()
         if metrics:
             terminalreporter.write_sep("=", "rocm-validate metrics")
@@ -208,6 +216,41 @@ class ResultCollector:
             terminalreporter.write_line(line)
         for line in found.failed:
             terminalreporter.write_line(line, red=True)
+
+    def _node_gpus(self) -> int:
+        """The GPUs of a whole-node run with pinned workers (0 otherwise)."""
+        facts = self.state.node
+        workers = node.REQUESTED_WORKERS_KEY in self.state.config.stash
+        if facts is None or not workers or not facts.devices[0].is_gpu or len(facts.devices) < 2:
+            return 0
+        return len(facts.devices)
+
+    def budget_s(self) -> float:
+        """The level's budget for this run: per node size and suites in a whole-node run."""
+        from rocm_validate.core.budget import NODE_BUDGETS
+
+        settings = self.state.settings
+        gpus = self._node_gpus()
+        if gpus:
+            return NODE_BUDGETS[settings.level].seconds(gpus, settings.suites)
+        return BUDGETS[settings.level].for_device(self.state.device().is_gpu)
+
+    def _describe_budget(self, used_s: float) -> str:
+        settings = self.state.settings
+        gpus = self._node_gpus()
+        if gpus:
+            return describe_node_time_used(settings.level, gpus, used_s, self.budget_s())
+        return describe_time_used(settings.level, self.state.device().is_gpu, used_s)
+
+    def time_used(self) -> TimeUsed:
+        """Where this run's time went: wall clock, and the tests' durations by suite, kind of work and GPU."""
+        facts = self.state.node
+        beside = BESIDE_SUITES if facts is not None and facts.beside else ()
+        return time_used(
+            time.monotonic() - self.state.started,
+            ((r.suite, r.work, r.gpu.index if r.gpu else None, r.duration_s) for r in self.state.results.values()),
+            beside,
+        )
 
     def write_verdict(self, terminalreporter: Any) -> None:
         """The verdict line, after every suite's own summary lines (see plugin.py)."""
@@ -286,7 +329,23 @@ class ResultCollector:
             self.verdict(),
             node=node_section,
             peers=[f.to_dict() for f in self.peers],
+            time=self._time_section() if self.state.discovered else None,
         )
+
+    def _time_section(self) -> dict[str, Any]:
+        """The report's `time`: where the time went, the level's budget for this run, the compile cache."""
+        from rocm_validate.core.compile_cache import report_section
+
+        used = self.time_used()
+        budget = self.budget_s()
+        return {
+            **used.to_dict(),
+            "level": self.state.settings.level,
+            "gpus": self._node_gpus() or 1,
+            "budget_s": budget,
+            "over_budget": used.wall_s > budget,
+            "compile_cache": report_section(self.state.config),
+        }
 
     def run_facts(self, device: Any, results: list[TestResult]) -> Any:
         """What the markdown summary and the HTML report show about this run."""

@@ -41,3 +41,12 @@ def pytest_rocm_noise_band(
     included), so a GPU compared with its peers, or a bandwidth with the next message size, gets
     the band a baseline comparison would. None: the metric is informational and not compared.
     """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_rocm_node_wide(config: pytest.Config, nodeid: str) -> bool | None:
+    """Whether test `nodeid` is node-wide: in a whole-node run it runs once, on the first GPU's
+    worker, after every GPU's own tests (the collectives suite; a verdict pooling every GPU's
+    share of shared work). Answer True for your own tests, None otherwise; the controller asks
+    with node ids alone (it collects nothing), so decide from the id.
+    """

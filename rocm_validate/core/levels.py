@@ -105,6 +105,20 @@ def describe_time_used(level: str, is_gpu: bool, used_s: float) -> str:
     return f"{level}: {_minutes(used_s)} of its {_minutes(budget)} budget{over}"
 
 
+def describe_node_budget(level: str, gpus: int, budget_s: float) -> str:
+    """'standard: budget 5 min for 2 GPUs (per-GPU work on each, shared work divided, node-wide once)'."""
+    return (
+        f"{level}: budget {_minutes(budget_s)} for {gpus} GPUs (per-GPU work on each, shared work divided among "
+        f"them, node-wide work once: docs/node.md)"
+    )
+
+
+def describe_node_time_used(level: str, gpus: int, used_s: float, budget_s: float) -> str:
+    """'standard: 4 min 38 s of its 5 min budget for 2 GPUs' (and 'OVER' when it ran longer)."""
+    over = " OVER the budget" if used_s > budget_s else ""
+    return f"{level}: {_minutes(used_s)} of its {_minutes(budget_s)} budget for {gpus} GPUs{over}"
+
+
 def _minutes(seconds: float) -> str:
     whole = round(seconds)
     if whole < 60:

@@ -16,10 +16,13 @@ How the pieces fit:
 * The controller also hands each worker, through `workerinput`, the devices as it found them and
   the visibility variables in force before pinning (`NodeFacts`), so a worker knows its GPU's
   index on the node and the collectives suite can pin its ranks to the whole selection.
-* Tests run on every worker (pytest-xdist `--dist each`), except the node-wide suites
-  (`collectives`): those run once, on the first GPU's worker, after every worker has finished
+* Each worker keeps its own work (`core/work.py`): every per-GPU test, the shared (stack-level)
+  tests placed on its GPU, or in the beside lane (a second worker per GPU when the convergence
+  suite runs) the convergence suite's training. The node-wide tests (the collectives, the pooled
+  convergence verdicts) run once, on the first GPU's worker, after every worker has finished
   its own GPU's tests (`core/scheduling.py`), so no GEMM timing shares the node with an all_reduce.
-* `-n` is set to the number of selected devices; a `-n` the user gave must match it.
+* `-n` is set to the number of selected devices; a `-n` the user gave must match it. Beside
+  lanes are workers beyond it.
 * A usage error found while a worker collects (a marker's bad value, a named test the run's own
   selection leaves out) is handed to the controller (`stop_run`), which ends the run with it, exit
   status 4: pytest-xdist would report one raised in a worker as an internal error.
@@ -32,12 +35,15 @@ from typing import Any
 
 import pytest
 
+from rocm_validate.core.levels import LEVELS
 from rocm_validate.core.node_facts import NODE_GPU_VARIABLE, NodeFacts, outer_visibility
 from rocm_validate.core.options import DEVICE, Settings
 from rocm_validate.core.outputs import outputs_of
 from rocm_validate.core.session import RunState, is_xdist_worker, run_state
 from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
+from rocm_validate.core.work import BESIDE_SUITES, LANE_VARIABLE, MAIN
 from rocm_validate.errors import UsageError
+from rocm_validate.platform.device_info import DeviceInfo
 from rocm_validate.results.metrics import GpuRef
 
 WORKERINPUT_KEY = "rocm_validate_node"
@@ -45,12 +51,27 @@ USAGE_ERROR_KEY = "rocm_validate_usage_error"  # a worker's workeroutput: the us
 _XDIST_INSTALL = "pip install pytest-xdist (or pip install -e '.[test]')"
 # Set when this run distributes over pinned workers: the -n the user gave, or None.
 REQUESTED_WORKERS_KEY = pytest.StashKey["int | None"]()
+# Controller: how many tests each worker collected (workers keep different work).
+COLLECTED_KEY = pytest.StashKey["dict[str, int]"]()
 
 
 def needs_workers(settings: Settings) -> bool:
     """A whole-node run with a per-GPU suite selected runs one pinned worker per device; a run of
     node-wide suites alone (collectives) needs none: its ranks are processes of their own."""
     return settings.node_run and bool(settings.suites - set(NODE_WIDE_SUITES))
+
+
+def beside_lanes(settings: Settings, devices: list[DeviceInfo]) -> bool:
+    """Whether each GPU gets a beside lane: a node run of two or more GPUs with a beside suite
+    (convergence) selected, below the extended level (whose sustained-load checks want the GPU
+    alone and a pattern over most of its memory)."""
+    gpus = [d for d in devices if d.is_gpu]
+    return (
+        needs_workers(settings)
+        and len(gpus) >= 2
+        and bool(set(BESIDE_SUITES) & settings.suites)
+        and LEVELS.index(settings.level) < LEVELS.index("extended")
+    )
 
 
 def worker_count_problem(requested: object, devices: int, selection: str) -> str | None:
@@ -91,16 +112,20 @@ def configure_controller(config: pytest.Config, settings: Settings) -> None:
 
 def start_controller(config: pytest.Config, state: RunState) -> None:
     """At session start, before the workers exist: the devices, and one pinned worker spec each."""
-    facts = NodeFacts(tuple(state.node_devices()), outer_visibility(os.environ))
+    devices = state.node_devices()
+    workers = REQUESTED_WORKERS_KEY in config.stash
+    facts = NodeFacts(
+        tuple(devices), outer_visibility(os.environ), beside=workers and beside_lanes(state.settings, devices)
+    )
     state.node = facts
-    if REQUESTED_WORKERS_KEY not in config.stash:
+    if not workers:
         return
     problem = worker_count_problem(
         config.stash[REQUESTED_WORKERS_KEY], len(facts.devices), state.settings.device.argument
     )
     if problem:
         raise UsageError(problem)
-    config.option.tx = [facts.worker_spec(device) for device in facts.devices]
+    config.option.tx = facts.worker_specs()
 
 
 def worker_facts(config: pytest.Config) -> NodeFacts | None:
@@ -134,10 +159,19 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
         else "not distributed (collect-only, or node-wide suites only)"
     )
     lines = [f"rocm-validate node: {len(devices)} GPU{'s' if len(devices) > 1 else ''}, {how}"]
+    if workers and facts.beside:
+        lines[0] += f", and a second beside it for the {', '.join(BESIDE_SUITES)} suite's training"
     if workers and set(NODE_WIDE_SUITES) & state.settings.suites:
         lines[0] += (
             f"; {', '.join(sorted(set(NODE_WIDE_SUITES) & state.settings.suites))} once, after them, on GPU {devices[0].index}'s worker"
         )
+    if workers:
+        from rocm_validate.core.budget import NODE_BUDGETS
+        from rocm_validate.core.levels import describe_node_budget
+
+        level = state.settings.level
+        budget = NODE_BUDGETS[level].seconds(len(devices), state.settings.suites)
+        lines.append(f"rocm-validate node: level {describe_node_budget(level, len(devices), budget)}")
     for device in devices:
         assert device.index is not None
         ids = ", ".join(f"{k} {v}" for k, v in (("BDF", device.pci_bus_id), ("UUID", device.uuid)) if v)
@@ -182,19 +216,42 @@ def pytest_configure_node(node: Any) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Controller: count each worker's tests (xdist keeps only the last worker's count)."""
+    node.config.stash.setdefault(COLLECTED_KEY, {})[node.gateway.id] = len(ids)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    """Controller: the run collected every worker's tests, so a worker left with none of its own
+    (every shared test placed elsewhere) does not end the run as 'no tests collected'."""
+    result = yield
+    counts = session.config.stash.get(COLLECTED_KEY, {})
+    if counts:
+        session.testscollected = sum(counts.values())
+    return result
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Controller: every test on every pinned worker; node-wide suites once, last, on the first GPU."""
     state = run_state(config)
     if state.node is None or REQUESTED_WORKERS_KEY not in config.stash:
         return None
     from rocm_validate.core.scheduling import NodeScheduling
+    from rocm_validate.core.work import TIMING_SUITES
 
     def node_wide(nodeid: str) -> bool:
-        return suite_of_nodeid(nodeid, config.rootpath) in NODE_WIDE_SUITES
+        return bool(config.hook.pytest_rocm_node_wide(config=config, nodeid=nodeid))
 
-    lead = state.node.devices[0].index
+    def timing(nodeid: str) -> bool:
+        return suite_of_nodeid(nodeid, config.rootpath) in TIMING_SUITES
 
-    def is_lead(worker: Any) -> bool:
-        return state.worker_gpus.get(worker.gateway.id) == lead
+    lead = str(state.node.devices[0].index)
 
-    return NodeScheduling(config, log, node_wide, is_lead)
+    def role(worker: Any) -> tuple[str, str]:
+        """(its GPU, its lane), from the map pytest_configure_node filled once and its spec's lane."""
+        gpu = state.worker_gpus.get(worker.gateway.id)
+        return (lead if gpu is None else str(gpu)), worker.gateway.spec.env.get(LANE_VARIABLE, MAIN)
+
+    return NodeScheduling(config, log, node_wide, timing, role, lead)

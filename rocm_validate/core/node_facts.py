@@ -16,6 +16,7 @@ from typing import Any
 
 from rocm_validate.core.options import DEVICE
 from rocm_validate.core.pinning import Pinning, pin
+from rocm_validate.core.work import BESIDE, LANE_VARIABLE, MAIN
 from rocm_validate.errors import DeviceError
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.results.metrics import GpuRef
@@ -38,6 +39,7 @@ class NodeFacts:
     devices: tuple[DeviceInfo, ...]
     outer_env: tuple[tuple[str, str], ...] = ()
     gpu: int | None = None  # this worker's GPU index; None in the controller or for the CPU
+    beside: bool = False  # each GPU has a beside lane (a second worker) for the convergence suite
 
     @property
     def backend(self) -> str:
@@ -52,15 +54,34 @@ class NodeFacts:
         device = next((d for d in self.devices if d.is_gpu and d.index == index), None)
         return None if device is None else gpu_ref(device)
 
-    def worker_spec(self, device: DeviceInfo) -> str:
-        """The execnet spec of the worker that validates `device`: pinned to it on a GPU."""
+    @property
+    def position(self) -> int:
+        """This worker's GPU's place among the selected devices (0 in the controller)."""
+        indices = [d.index for d in self.devices]
+        return indices.index(self.gpu) if self.gpu in indices else 0
+
+    def worker_spec(self, device: DeviceInfo, lane: str = MAIN) -> str:
+        """The execnet spec of the worker that validates `device`: pinned to it on a GPU; the
+        beside lane's worker carries the lane too."""
         if not device.is_gpu or device.index is None:
             return "popen"
         env = {**self.pinning((device.index,)).env(), NODE_GPU_VARIABLE: str(device.index)}
+        if lane != MAIN:
+            env[LANE_VARIABLE] = lane
         return "//".join(["popen", *(f"env:{name}={value}" for name, value in env.items())])
 
+    def worker_specs(self) -> list[str]:
+        """Every worker's spec: each device's main worker, then each GPU's beside worker."""
+        beside = [self.worker_spec(d, BESIDE) for d in self.devices if self.beside and d.is_gpu]
+        return [self.worker_spec(d) for d in self.devices] + beside
+
     def to_workerinput(self, gpu: int | None) -> dict[str, Any]:
-        return {"devices": [d.to_dict() for d in self.devices], "outer_env": dict(self.outer_env), "gpu": gpu}
+        return {
+            "devices": [d.to_dict() for d in self.devices],
+            "outer_env": dict(self.outer_env),
+            "gpu": gpu,
+            "beside": self.beside,
+        }
 
     @classmethod
     def from_workerinput(cls, data: Mapping[str, Any]) -> NodeFacts:
@@ -68,6 +89,7 @@ class NodeFacts:
             tuple(DeviceInfo.from_dict(d) for d in data["devices"]),
             tuple(sorted(dict(data.get("outer_env") or {}).items())),
             data.get("gpu"),
+            bool(data.get("beside", False)),
         )
 
 

@@ -136,6 +136,15 @@ _EPILOGUE = (
     "the unfused eager chain in the same dtype as reference (GEMM, then F.gelu / F.relu): PyTorch's own "
     "_addmm_activation tests compare with it; fused epilogues round once where it rounds twice"
 )
+_EPILOGUE_FP32_GPU = (
+    _EPILOGUE + "; on a GPU the float32 GEMMs of the two paths accumulate in different blocks: the healthy H200 "
+    "(cuBLASLt GELU epilogue, torch 2.11) reached element ratio 1.41 and error-norm ratio 4.1"
+)
+_MATH_PACKED_GPU = (
+    _MATH_PACKED + "; on a GPU the nested path's per-sequence GEMMs block the sums differently from the masked "
+    "block's: the healthy H200 (torch 2.11, CUDA 13.0) reached element ratios 5.7 (fp16 out) and 4.5 (bf16 grad_q), "
+    "error-norm ratios 3.6, with every element inside the float64 error model (worst 0.03 of its bound)"
+)
 _GEMM_LOW = "reference = golden correctly rounded; split-K reductions in the dtype add a few ulps"
 _FP8_LINEAR_OUT = (
     "delayed-scaling E4M3 linear vs nn.Linear in float64: healthy 28.6 dB (x86 CPU, torch 2.13); "
@@ -323,6 +332,16 @@ EPILOGUE = ErrorModel(
     "(fp32 and bf16); the GPU coefficients are GEMM_LOW's, not yet measured on a GPU",
 )
 EPILOGUE_GRAD = dataclasses.replace(EPILOGUE, rounding=4, accumulation=4)
+# float32 on a GPU: cuBLASLt's GELU epilogue computes its activation to a few ulps of the output's scale
+# (an approximate tanh), not to the output's own rounding: twice the scale term.
+EPILOGUE_FP32_GPU = dataclasses.replace(
+    EPILOGUE,
+    scale=16,
+    source="dense + bias + activation, the activation's error a few ulps of max|golden|: on the H200 (torch 2.11, "
+    "CUDA 13.0, cuBLASLt's GELU epilogue) the healthy float32 output reached 1.25-1.32 x the CPU-measured bound "
+    "(scale 8), whose scale term (8 u max|g|, max|g| ~ 6) made 0.9 of the worst element's bound; 16 is set from that "
+    "run, not yet re-measured on a GPU",
+)
 # Building blocks: an output rounds twice at most (a float32 result, then the dtype), a gradient up
 # to four times. Per block, in the order of the columns below:
 # - float32 accumulation over K terms (the row, the vocabulary, the tokens of a weight gradient),
@@ -579,11 +598,14 @@ RULES: tuple[Rule, ...] = (
     *(
         Rule(
             f"sdpa.math.{part}",
-            _t(4, source=_MATH_PACKED, min_sqnr_db=SDPA_MIN_SQNR_DB, model=model, k_norm=4),
+            _t(k, source=source, min_sqnr_db=SDPA_MIN_SQNR_DB, model=model, k_norm=k_norm),
             backend=backend,
         )
         for part in ("out", "grad_q", "grad_k", "grad_v")
-        for model, backend in ((SDPA_GPU, "*"), (SDPA_CPU, "cpu"))
+        for model, backend, k, k_norm, source in (
+            (SDPA_GPU, "*", 8, 6, _MATH_PACKED_GPU),
+            (SDPA_CPU, "cpu", 4, 4, _MATH_PACKED),
+        )
     ),
     # --- dense GEMM (F.linear through the BLAS library); reference = the golden correctly rounded ---
     Rule("gemm.bfloat16", _t(8, atol=0.0, source=_GEMM_LOW, model=GEMM_LOW, k_norm=4)),
@@ -604,6 +626,15 @@ RULES: tuple[Rule, ...] = (
     Rule("fp8_linear.paths", _t(0, atol=0.0, source=_FP8_PATHS, rtol=1e-2)),
     # --- fused GEMM epilogues vs the float64 chain with the activation each path claims; reference = unfused eager ---
     Rule("epilogue.out", _t(8, atol=0.0, source=_EPILOGUE, model=EPILOGUE, k_norm=4)),
+    *(
+        Rule(
+            "epilogue.out",
+            _t(8, atol=0.0, source=_EPILOGUE_FP32_GPU, model=EPILOGUE_FP32_GPU, k_norm=8),
+            backend=backend,
+            dtype="float32",
+        )
+        for backend in ("cuda", "rocm")
+    ),
     Rule("epilogue.grad", _t(16, atol=0.0, source=_EPILOGUE, model=EPILOGUE_GRAD, k_norm=8)),
     # --- optimizers, after 20 steps, vs the float64 reference; reference = for-loop in the same dtype ---
     Rule("adamw.param", _t(4, atol=1e-7, source=_OPTIM, k_norm=4, model=OPTIMIZER)),

@@ -8,7 +8,7 @@ import re
 import shlex
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -181,6 +181,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "fix": _STRING,
                     "findings": {"type": "array", "items": FINDING_SCHEMA},
                     "gpu": GPU_REF_SCHEMA,
+                    "work": {"enum": ["per-gpu", "shared", "node-wide", None]},
                 },
             },
         },
@@ -215,6 +216,7 @@ class TestResult:
     fix: str | None = None  # what to fix, where the failed check said (a configuration failure's action)
     findings: list[dict[str, Any]] = field(default_factory=list)  # preflight facts about the host
     gpu: GpuRef | None = None  # the GPU it ran on, in a whole-node run
+    work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.core.work)
 
     @property
     def title(self) -> str:
@@ -234,6 +236,7 @@ class TestResult:
             "fix": self.fix,
             "findings": self.findings,
             "gpu": None if self.gpu is None else asdict(self.gpu),
+            "work": self.work,
         }
 
     @property
@@ -376,9 +379,11 @@ def build_report(
     verdict: str | None = None,
     node: dict[str, Any] | None = None,
     peers: list[dict[str, Any]] | None = None,
+    time: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON report; `node` (whole-node runs: the GPUs and their counts) and `peers` (each GPU's
-    metrics against its peers' median) are added by whole-node runs."""
+    metrics against its peers' median) are added by whole-node runs; `time` says where the run's
+    time went against its level's budget (rocm_validate.core.budget)."""
     summary = outcome_counts(results)
     return {
         "schema": "rocm-validate/report/1",
@@ -394,6 +399,7 @@ def build_report(
         **({"verdict": verdict} if verdict is not None else {}),
         "node": node,
         "peers": list(peers or []),
+        **({"time": time} if time is not None else {}),
     }
 
 
@@ -436,18 +442,22 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
     return lines
 
 
-def check_records(results: Iterable[TestResult], gpu: int | None) -> list[CheckRecord]:
+def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = ()) -> list[CheckRecord]:
     """The triage verdict's input from this run's results: every test that ran (skips validated
     nothing) on its own GPU in a whole-node run, else on the run's GPU (`gpu`, None for the CPU);
-    preflight checks are the host's."""
+    preflight checks are the host's; a node-wide test of a whole-node run (`node_gpus`) ran on
+    every one of its GPUs (a collective, a verdict pooling every GPU's share)."""
 
-    def where(result: TestResult) -> int | None:
+    def where(result: TestResult) -> list[int | None]:
         if result.suite == "preflight":
-            return None
-        return result.gpu.index if result.gpu is not None else gpu
+            return [None]
+        if result.gpu is not None:
+            return [result.gpu.index]
+        return list(node_gpus) if result.work == "node-wide" and node_gpus else [gpu]
 
     return [
-        CheckRecord(where(r), r.nodeid, (r.category or "crash") if r.failed else None, r.suite, r.fix)
+        CheckRecord(index, r.nodeid, (r.category or "crash") if r.failed else None, r.suite, r.fix)
         for r in results
         if r.outcome not in ("skipped", "xfailed")
+        for index in where(r)
     ]

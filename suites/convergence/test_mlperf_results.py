@@ -13,6 +13,9 @@ import pytest
 
 from rocm_validate.core.categorize import fail_as
 
+# The results on disk are the node's, not a GPU's: scored once, on one GPU of a whole-node run.
+pytestmark = pytest.mark.rocm_shared(group="mlperf-results")
+
 
 def _run(mlperf_results, name):
     return next(run for run in mlperf_results.runs if run.file == name)

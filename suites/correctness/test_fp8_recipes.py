@@ -83,6 +83,7 @@ def test_fp8_recipe_tracks_the_float64_block(rocm_device, torch_device, check, k
     _check(rocm_device, torch_device, _case(rocm_device, recipe, kind), check)
 
 
+@pytest.mark.rocm_shared(seconds=10)  # a question about the compiler and torchao: one GPU of a node
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
 def test_compiled_torchao_recipe_tracks_the_float64_ffn(rocm_device, torch_device, recipe):
     reason = requires_gpu(rocm_device)

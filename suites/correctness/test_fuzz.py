@@ -1,6 +1,10 @@
 """Shape fuzzing with hypothesis for GEMM, FP8 GEMM and SDPA: odd sizes, tails, fewer queries
 than keys. The project profile (conftest.py) is derandomized with a bounded example count, so a
-CI gate sees the same shapes every run; HYPOTHESIS_PROFILE=thorough explores more."""
+CI gate sees the same shapes every run; HYPOTHESIS_PROFILE=thorough explores more.
+
+The shapes explore the libraries' tiling, not the GPU: a second GPU of the node would draw the
+same shapes and ask the same question, so in a whole-node run each fuzz test runs on one GPU
+(`rocm_shared`; every GPU's numerics are checked by the fixed-shape checks)."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from rocm_validate.workloads import fp8
 from rocm_validate.workloads.shapes import GemmProblem, attention_dtypes, gemm_dtypes
 
 
+@pytest.mark.rocm_shared(seconds=1)
 @given(data=st.data())
 def test_gemm_of_any_shape_matches_float64(rocm_device, torch_device, data):
     top = 512 if rocm_device.is_gpu else 96
@@ -34,6 +39,7 @@ def test_gemm_of_any_shape_matches_float64(rocm_device, torch_device, data):
     assert_passed([check_linear(problem, dtype, rocm_device, torch_device)])
 
 
+@pytest.mark.rocm_shared(seconds=1)
 @pytest.mark.parametrize("scaling", SCALINGS)
 @given(data=st.data())
 def test_scaled_mm_of_any_aligned_shape_matches_its_emulation(rocm_device, torch_device, scaling, data):
@@ -48,6 +54,7 @@ def test_scaled_mm_of_any_aligned_shape_matches_its_emulation(rocm_device, torch
     assert_passed(check_scaled_mm(problem, fmt, scaling, "bfloat16", rocm_device, torch_device))
 
 
+@pytest.mark.rocm_shared(seconds=6)  # cudnn builds a graph per shape: 19 s on the H100, the others 1 s
 @pytest.mark.parametrize("sdpa_kernel", SDPA_KERNELS)
 @given(data=st.data())
 def test_sdpa_of_any_shape_matches_the_float64_golden(rocm_device, torch_device, sdpa_kernel, data):

@@ -63,20 +63,18 @@ def test_tunableop_results_file_entries_match_float64(
 
 @pytest.mark.parametrize("bias", ["bias", "no-bias"])
 @pytest.mark.parametrize("shape", list(GEMM_SHAPES))
-def test_tunableop_selected_gemm_matches_float64(
-    rocm_device, torch_device, tunableop_switchable, shape, gemm_dtype, bias
-):
+def test_tunableop_selected_gemm_matches_float64(rocm_device, torch_device, tunableop_tuning, shape, gemm_dtype, bias):
     problem = gemm_problem(shape, rocm_device.is_gpu)
-    with tunableop_session(tunableop_switchable, tuning=True) as session:
+    with tunableop_session(tunableop_tuning, tuning=True) as session:
         comparison = check_tuned_linear(problem, gemm_dtype, bias == "bias", rocm_device, torch_device, session)
     assert_passed([comparison])
 
 
 @pytest.mark.parametrize("gemm", ["scores", "context"])
 def test_tunableop_selected_attention_bmm_matches_float64(
-    rocm_device, torch_device, tunableop_switchable, gemm, gemm_dtype
+    rocm_device, torch_device, tunableop_tuning, gemm, gemm_dtype
 ):
     batched = attention_gemms(rocm_device.is_gpu, gemm_dtype)[gemm]
-    with tunableop_session(tunableop_switchable, tuning=True) as session:
+    with tunableop_session(tunableop_tuning, tuning=True) as session:
         comparison = check_tuned_bmm(gemm, batched, rocm_device, torch_device, session)
     assert_passed([comparison])

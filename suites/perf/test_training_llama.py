@@ -155,12 +155,14 @@ def _compare_with_compiled_bf16(
 
 
 @pytest.mark.requires_gpu
+@pytest.mark.rocm_shared(seconds=20, group="llama-compiled")  # the stack's compiler: one GPU of a node
 def test_llama_decoder_compiled_training_step(perf, llama: TrainingSetup, compiled_step) -> None:
     measured = perf.measure(compiled_step, **STEP_PLANS[perf.scale])
     _record_step(perf, llama, "compiled", measured, compiled_step, peak="bf16")
 
 
 @pytest.mark.requires_gpu
+@pytest.mark.rocm_shared(seconds=15, group="llama-compiled")  # with the compiled bf16 step it is timed against
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
 def test_llama_decoder_torchao_fp8_training_step(
     perf, rocm_device, llama: TrainingSetup, compiled_step, recipe: str
@@ -188,6 +190,7 @@ class _Optimizers:
 
 
 @pytest.mark.requires_gpu
+@pytest.mark.rocm_shared(seconds=10, group="llama-compiled")
 @pytest.mark.parametrize("recipe", TE_RECIPES)
 def test_llama_decoder_transformer_engine_fp8_training_step(
     perf, rocm_device, llama: TrainingSetup, compiled_step, recipe: str

@@ -85,7 +85,7 @@ def test_tunableop_results_file_entries_are_not_slower_than_default(
     [pytest.param(dtype, case, id=f"{dtype}-{case.label}") for dtype in TUNED_DTYPES for case in GEMM_BENCHMARKS],
 )
 def test_tunableop_speedup_over_the_default_gemm(
-    perf, rocm_device, torch_device, tunableop_switchable, dtype: str, case: GemmBenchmark
+    perf, rocm_device, torch_device, tunableop_tuning, dtype: str, case: GemmBenchmark
 ) -> None:
     reason = scaled_mm_skip_reason(rocm_device) if dtype == "fp8" else None
     if reason:
@@ -97,7 +97,7 @@ def test_tunableop_speedup_over_the_default_gemm(
     )
     kernel = gemm_kernel(dtype, torch_device)
     a, b = rotation.sets[0]
-    with tunableop_session(tunableop_switchable, tuning=True) as session:
+    with tunableop_session(tunableop_tuning, tuning=True) as session:
         tuned, selected = session.call(lambda: kernel(a, b))
         measured = _interleaved(perf, session, lambda: kernel(*rotation.next()), sustained_changes(rocm_device.backend))
     check_gemm_tile(tuned, a, b, dtype)  # the timed solution computes the right thing (float64 outside TunableOp)
