@@ -348,6 +348,22 @@ def test_a_run_stopped_by_a_usage_error_says_so_at_the_end_of_the_summary(pytest
     assert "nothing was validated" in headings[-1] and "--rocm-level" in summary.read_text()
 
 
+def test_a_report_named_as_a_pipe_or_device_is_refused_and_left_alone(pytester: pytest.Pytester) -> None:
+    _cpu_project(pytester)
+    pipe = pytester.path / "report.json"
+    os.mkfifo(pipe)  # as /dev/stdout or /dev/null would be (never touched here: the old code replaced them)
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--rocm-report={pipe}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and pipe.is_fifo()
+    result.stderr.fnmatch_lines([f"ERROR: --rocm-report='{pipe}' is not a regular file (a device or a pipe)*"])
+
+
+def test_two_outputs_naming_one_file_are_a_usage_error(pytester: pytest.Pytester) -> None:
+    _cpu_project(pytester)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--rocm-report=out", "--rocm-summary=out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --rocm-summary='out': --rocm-report='out' writes * too*"])
+
+
 def test_the_summary_is_appended_to_the_file_a_ci_step_summary_collects(pytester: pytest.Pytester) -> None:
     _cpu_project(pytester)
     summary = pytester.path / "summary.md"

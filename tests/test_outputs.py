@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -72,20 +73,45 @@ def test_a_claimed_path_loses_its_old_file_but_an_appended_one_keeps_it(tmp_path
     old, kept = tmp_path / "report.json", tmp_path / "summary.md"
     old.write_text("last week: passed")
     kept.write_text("## the build step\n")
-    outputs.claim_path(old, "--rocm-report='report.json'", "report.json")
-    outputs.claim_path(kept, "--rocm-summary='summary.md'", "summary.md", append=True)
+    claimed = outputs.Outputs()
+    claimed.claim(old, "--rocm-report='report.json'", "report.json", outputs.REPLACED)
+    claimed.claim(kept, "--rocm-summary='summary.md'", "summary.md", outputs.APPENDED)
     assert not old.exists() and kept.read_text() == "## the build step\n"
     assert [p.name for p in tmp_path.iterdir()] == ["summary.md"]  # the probe file is gone too
 
 
 @pytest.mark.parametrize(
     ("where", "complaint"),
-    [("folder", "is a folder; expected a file path such as report.json"), ("/proc/x.json", "cannot write there")],
+    [
+        ("folder", "is a folder; expected a file path such as report.json"),
+        ("/proc/x.json", "cannot write there"),
+        ("pipe", "is not a regular file (a device or a pipe)"),
+    ],
 )
-def test_a_path_no_file_can_be_written_to_is_refused_at_the_start(tmp_path: Path, where: str, complaint: str) -> None:
-    path = tmp_path if where == "folder" else Path(where)
-    with pytest.raises(UsageError, match=complaint):
-        outputs.claim_path(path, f"--rocm-report={str(path)!r}", "report.json")
+def test_a_path_no_report_can_be_written_to_is_refused_at_the_start(tmp_path: Path, where: str, complaint: str) -> None:
+    path = {"folder": tmp_path, "pipe": tmp_path / "report.json"}.get(where, Path(where))
+    if where == "pipe":
+        os.mkfifo(path)
+    with pytest.raises(UsageError, match=re.escape(complaint)):
+        outputs.Outputs().claim(path, f"--rocm-report={str(path)!r}", "report.json", outputs.REPLACED)
+    assert where != "pipe" or path.is_fifo()
+
+
+def test_a_pipe_named_for_an_output_written_in_place_is_kept(tmp_path: Path) -> None:
+    junit, summary = tmp_path / "junit", tmp_path / "summary"
+    os.mkfifo(junit)
+    os.mkfifo(summary)
+    claimed = outputs.Outputs()
+    claimed.claim(junit, "--junitxml='junit'", "junit.xml", outputs.REWRITTEN)
+    claimed.claim(summary, "--rocm-summary='summary'", "summary.md", outputs.APPENDED)
+    assert junit.is_fifo() and summary.is_fifo()
+
+
+def test_two_outputs_naming_one_file_are_refused(tmp_path: Path) -> None:
+    claimed = outputs.Outputs()
+    claimed.claim(tmp_path / "out", "--rocm-report='out'", "report.json", outputs.REPLACED)
+    with pytest.raises(UsageError, match=r"--rocm-summary='out': --rocm-report='out' writes .* too"):
+        claimed.claim(tmp_path / "out", "--rocm-summary='out'", "summary.md", outputs.APPENDED)
 
 
 def test_an_empty_value_names_the_variable_it_probably_came_from() -> None:

@@ -5,7 +5,8 @@ half written.
 * At the start, before any other option can stop the run, each is proven writable by creating and
   removing a file beside it, and an old file there is removed: a run that stops on a usage error,
   or is killed, never leaves last week's "passed" behind. The summary is appended to (a CI step
-  summary such as $GITHUB_STEP_SUMMARY collects every step's), so it is kept.
+  summary such as $GITHUB_STEP_SUMMARY collects every step's), so it is kept. Two outputs never
+  share a file, and a device or a pipe (/dev/stdout) is never removed or replaced.
 * At the end each is written whole or not at all (`append_text`; JSON through `jsonfile`). A write
   that still fails is one line saying which file and why; the run's exit status stays its tests'.
 * A run that stopped before its end (a usage error, an internal error) appends to the summary what
@@ -30,6 +31,7 @@ from rocm_validate.core.options import (
     REPORT,
     SUMMARY,
     OptionSpec,
+    empty_value_problem,
     given_path,
     raw_value,
     source_name,
@@ -41,12 +43,16 @@ from rocm_validate.errors import DataFileError, UsageError
 JUNIT_FLAG = "--junitxml"
 
 
+REPLACED, APPENDED, REWRITTEN = "replaced", "appended", "rewritten"  # how an output is written at the end
+
+
 @dataclass(eq=False)  # a plugin: pluggy keeps it by identity
 class Outputs:
     """This run's output files and what became of them."""
 
     report: Path | None = None
     summary: Path | None = None
+    claimed: dict[Path, str] = field(default_factory=dict)  # each output file -> the option that names it
     wrote: list[str] = field(default_factory=list)  # 'rocm-validate report: wrote <path>'
     failed: list[str] = field(default_factory=list)  # one line per write that failed
     finished: bool = False  # the end of the run was reached and its outputs written (or tried)
@@ -65,39 +71,51 @@ class Outputs:
     pytest_collection = pytest.hookimpl(wrapper=True, tryfirst=True)(_keep_usage_error)
     pytest_runtestloop = pytest.hookimpl(wrapper=True, tryfirst=True)(_keep_usage_error)
 
+    def claim(self, path: Path, label: str, example: str, how: str) -> None:
+        """Claim `path` for one output (`label`: the option and its value), written at the end as
+        `how` says: REPLACED (atomically, a JSON file), APPENDED (the summary) or REWRITTEN in place
+        (pytest's JUnit). Proven writable now by creating and removing a file beside it; an old
+        regular file removed unless appended to; UsageError naming `label` otherwise. Two outputs
+        never share a file, and a device or a pipe (/dev/stdout) is never removed or replaced."""
+        other = self.claimed.get(path)
+        if other is not None:
+            raise UsageError(f"{label}: {other} writes {path} too; give each output a file of its own")
+        if path.is_dir():
+            raise UsageError(f"{label} is a folder; expected a file path such as {example}")
+        problem = writable_folder_problem(path.parent)
+        if problem:
+            raise UsageError(f"{label}: cannot write there: {problem}; choose a writable path such as {example}")
+        self.claimed[path] = label
+        if not path.exists() or how == APPENDED:
+            return
+        if not path.is_file():
+            if how == REPLACED:
+                raise UsageError(
+                    f"{label} is not a regular file (a device or a pipe), and the file is written by replacing it "
+                    f"whole; give a file path such as {example}"
+                )
+            return
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise UsageError(
+                f"{label}: the file there from an earlier run cannot be replaced ({exc.strerror or exc}); "
+                f"choose a writable path such as {example}"
+            ) from None
+
 
 OUTPUTS_KEY = pytest.StashKey[Outputs]()
 
 
-def claim_path(path: Path, label: str, example: str, append: bool = False) -> None:
-    """Prove that `path` can be written now (a file created and removed beside it) and remove an
-    old file there unless the run appends to it; UsageError naming `label` (the option and its
-    value) otherwise."""
-    if path.is_dir():
-        raise UsageError(f"{label} is a folder; expected a file path such as {example}")
-    problem = writable_folder_problem(path.parent)
-    if problem:
-        raise UsageError(f"{label}: cannot write there: {problem}; choose a writable path such as {example}")
-    if append or not path.exists():
-        return
-    try:
-        path.unlink()
-    except OSError as exc:
-        raise UsageError(
-            f"{label}: the file there from an earlier run cannot be replaced ({exc.strerror or exc}); "
-            f"choose a writable path such as {example}"
-        ) from None
-
-
-def claim(config: pytest.Config, spec: OptionSpec, example: str, append: bool = False) -> Path | None:
-    """The file `spec` names (None when the option is not given), claimed (`claim_path`) by the
-    process that writes it."""
+def claim(config: pytest.Config, spec: OptionSpec, example: str, how: str = REPLACED) -> Path | None:
+    """The file `spec` names (None when the option is not given), claimed (`Outputs.claim`) by
+    the process that writes it."""
     value, source = raw_value(config, spec)
     if value is None:
         return None
     path = given_path(config, value, source)
     if not is_xdist_worker(config):
-        claim_path(path, f"{source_name(source)}={value!r}", example, append)
+        outputs_of(config).claim(path, f"{source_name(source)}={value!r}", example, how)
     return path
 
 
@@ -108,22 +126,18 @@ def claim_junit(config: pytest.Config) -> None:
     if value is None or is_xdist_worker(config):
         return
     if not str(value).strip():
-        raise UsageError(
-            f"{JUNIT_FLAG}={value!r}: an empty value (a shell variable that expanded to nothing?); give a file "
-            f"path such as junit.xml, or leave the option out"
-        )
+        raise UsageError(empty_value_problem(JUNIT_FLAG, str(value), os.environ))
     path = Path(config.invocation_params.dir, os.path.expanduser(str(value))).resolve()
-    claim_path(path, f"{JUNIT_FLAG}={value!r}", "junit.xml")
+    outputs_of(config).claim(path, f"{JUNIT_FLAG}={value!r}", "junit.xml", REWRITTEN)
 
 
 def claim_run_outputs(config: pytest.Config) -> Outputs:
     """The report, summary and JUnit file of this run, claimed (see the module's docstring); the
     report and summary kept in the stash."""
-    found = Outputs()
-    config.stash[OUTPUTS_KEY] = found
+    found = outputs_of(config)
     claim_junit(config)
     found.report = claim(config, REPORT, "report.json")
-    found.summary = claim(config, SUMMARY, "summary.md", append=True)
+    found.summary = claim(config, SUMMARY, "summary.md", APPENDED)
     if not is_xdist_worker(config):
         config.pluginmanager.register(found, "rocm_validate_outputs")
     return found
