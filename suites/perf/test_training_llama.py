@@ -155,14 +155,16 @@ def _compare_with_compiled_bf16(
 
 
 @pytest.mark.requires_gpu
-@pytest.mark.rocm_shared(seconds=20, group="llama-compiled")  # the stack's compiler: one GPU of a node
+@pytest.mark.rocm_shared(seconds=18, group="llama-compiled")  # the stack's compiler: one GPU of a node
 def test_llama_decoder_compiled_training_step(perf, llama: TrainingSetup, compiled_step) -> None:
     measured = perf.measure(compiled_step, **STEP_PLANS[perf.scale])
     _record_step(perf, llama, "compiled", measured, compiled_step, peak="bf16")
 
 
 @pytest.mark.requires_gpu
-@pytest.mark.rocm_shared(seconds=15, group="llama-compiled")  # with the compiled bf16 step it is timed against
+@pytest.mark.rocm_shared(
+    seconds=33, group="llama-compiled"
+)  # with the compiled bf16 step it is timed against (26-44 s cold, H200)
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
 def test_llama_decoder_torchao_fp8_training_step(
     perf, rocm_device, llama: TrainingSetup, compiled_step, recipe: str
