@@ -6,8 +6,9 @@ correctness suite fails when a kernel is wrong.
 Each bug replaces one function (a torch op, a method, the project's FP8 GEMM) through a pytest
 plugin for the whole run, in a subprocess of the real suite with this repository as rootdir. The
 report lists, per bug, the suite file and tests it ran, how many failed and in which category,
-and whether the run said so in the numerics category: a bug reported green is a miss. A bug whose
-selected tests all skip here is "n/a": its path does not exist on this device (the skip says why). The plugin
+and whether the run said so in the numerics category: a bug reported green, or whose tests all
+skip, is a miss. A bug whose path exists only on some platforms (`needs`) is not planted elsewhere
+and is listed as such. The plugin
 sources are also what `tests/test_correctness_negative_controls.py` runs on the CPU.
 """
 
@@ -260,7 +261,7 @@ class PlantedBug:
     plugin: str
     suite_file: str
     keyword: str
-    gpu_only: bool = False  # its check needs a GPU (TunableOp): not planted on the CPU
+    needs: str = ""  # "rocm": its path exists only in a ROCm build (TunableOp's tuned solutions)
 
 
 BUGS = (
@@ -278,7 +279,7 @@ BUGS = (
     PlantedBug("compiled-lean-0.2-percent", WRONG_COMPILE_LEAN, "test_compiled.py", "compiled"),
     PlantedBug("epilogue-other-gelu", WRONG_EPILOGUE_GELU, "test_epilogues.py", "addmm_gelu"),
     PlantedBug("packed-mask-one-token-off", WRONG_PACKED_MASK, "test_packed_attention.py", "mask"),
-    PlantedBug("tunableop-solution-1-percent", WRONG_TUNED_SOLUTION, "test_tunable.py", "selected", gpu_only=True),
+    PlantedBug("tunableop-solution-1-percent", WRONG_TUNED_SOLUTION, "test_tunable.py", "selected", needs="rocm"),
 )
 
 
@@ -314,11 +315,7 @@ def run_with(bug: PlantedBug, device: str, workdir: Path) -> dict[str, object]:
             if test.get("category"):
                 categories[test["category"]] = categories.get(test["category"], 0) + 1
     caught = counts["failed"] > 0 and set(categories) <= {"numerics"}
-    # every selected test skipped: the bug's path does not exist here (TunableOp's tuned solutions on
-    # a CUDA build, say), which is not a miss; a run with no tests at all is one
-    applies = counts["failed"] + counts["passed"] > 0 or not counts["skipped"]
     return {
-        "applies": applies,
         "suite": bug.suite_file,
         "keyword": bug.keyword,
         "exit": done.returncode,
@@ -328,27 +325,38 @@ def run_with(bug: PlantedBug, device: str, workdir: Path) -> dict[str, object]:
     }
 
 
+def platform(device: str) -> str:
+    """'cpu', 'rocm' or 'cuda': what --rocm-device names on this machine's torch build."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    return "rocm" if torch.version.hip else "cuda"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="bugs to plant (default: all)")
     parser.add_argument("--device", default="cpu", help="the --rocm-device to run on (default cpu)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    chosen = [
-        bug
-        for bug in BUGS
-        if (not args.names or bug.name in args.names) and not (bug.gpu_only and args.device == "cpu")
-    ]
+    here = platform(args.device)
+    named = [bug for bug in BUGS if not args.names or bug.name in args.names]
+    for bug in named:
+        if bug.needs and bug.needs != here:
+            print(f"{bug.name:28} not planted: its path needs a {bug.needs} build, this is {here}")
     results = {}
     with tempfile.TemporaryDirectory() as folder:
-        for bug in chosen:
+        for bug in named:
+            if bug.needs and bug.needs != here:
+                continue
             results[bug.name] = run_with(bug, args.device, Path(folder))
             row = results[bug.name]
-            verdict = "caught" if row["caught"] else "MISSED" if row["applies"] else "n/a"
+            verdict = "caught" if row["caught"] else "MISSED"
             print(f"{bug.name:28} {verdict:7} failed {row['failed']:3} passed {row['passed']:3} {row['categories']}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    return 0 if all(row["caught"] or not row["applies"] for row in results.values()) else 1
+    return 0 if all(row["caught"] for row in results.values()) else 1
 
 
 if __name__ == "__main__":
