@@ -117,13 +117,15 @@ def tunableop_switchable(tunableop_scratch: Path) -> Path:
 
 
 @pytest.fixture
-def tunableop_tuning(tunableop_switchable: Path, rocm_device: DeviceInfo) -> Path:
+def tunableop_tuning(tunableop_scratch: Path, rocm_device: DeviceInfo, request: pytest.FixtureRequest) -> Path:
     """tunableop_switchable, where tuning can choose a solution other than the default (ROCm);
-    skips on a CUDA build (see `tuning_skip_reason`)."""
+    skips on a CUDA build (see `tuning_skip_reason`) before the environment is judged: with
+    nothing to tune, a pinned TunableOp variable keeps nothing from being validated."""
     reason = tuning_skip_reason(rocm_device)
     if reason:
         pytest.skip(reason)
-    return tunableop_switchable
+    switchable: Path = request.getfixturevalue("tunableop_switchable")
+    return switchable
 
 
 def given_file(config: pytest.Config) -> tuple[str, str, Path] | None:
