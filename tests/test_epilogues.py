@@ -5,6 +5,7 @@ healthy and with the other GELU."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import types
@@ -53,6 +54,17 @@ def test_a_wrong_gelu_epilogue_fails(cpu, monkeypatch, wrong, dtype):
         pytest.skip("tanh for erf is within bf16's rounding at these inputs: float32 is where it shows")
     monkeypatch.setattr(torch, "_addmm_activation", wrong)
     assert failed(check_epilogue("addmm_gelu", dtype, cpu, CPU)) == ["epilogue.addmm_gelu.out"]
+
+
+def test_the_gpu_float32_row_still_fails_the_other_gelu(cpu, monkeypatch):
+    """EPILOGUE_FP32_GPU's doubled scale term, at the GPU's shape: the CPU's erf GELU where a GPU
+    path claims tanh fails; the tanh it claims passes."""
+    gpu_like = dataclasses.replace(cpu, backend="cuda")
+    assert failed(check_epilogue("addmm_gelu", "float32", gpu_like, CPU)) == ["epilogue.addmm_gelu.out"]
+    monkeypatch.setattr(
+        torch, "_addmm_activation", lambda b, x, w, use_gelu=False: F.gelu(x @ w + b, approximate="tanh")
+    )
+    assert not failed(check_epilogue("addmm_gelu", "float32", gpu_like, CPU))
 
 
 def test_a_relu_epilogue_that_leaks_negative_values_fails(cpu, monkeypatch):
