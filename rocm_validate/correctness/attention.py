@@ -241,26 +241,72 @@ def golden_attention(inputs: AttentionInputs) -> tuple[tuple[torch.Tensor, ...],
     return (out.detach(), *grads), sizes
 
 
-def check_attention(
-    case: AttentionCase, sdpa_kernel: str, device: DeviceInfo, torch_device: Any, seed: int = 0
-) -> list[Comparison]:
-    """Compare `sdpa_kernel` with the float64 golden on `case`: output and the three gradients,
-    each bounded by its row's error model and measured against the math kernel in the same dtype."""
+@dataclass(frozen=True)
+class AttentionTruth:
+    """What a case's check compares a candidate kernel with, the same for every kernel: the seeded
+    inputs, the math kernel's result in the case's dtype and the float64 golden with its magnitudes."""
+
+    inputs: AttentionInputs
+    reference: tuple[torch.Tensor, ...]
+    golden: tuple[torch.Tensor, ...]
+    sizes: tuple[torch.Tensor, ...]
+
+
+def attention_truth(case: AttentionCase, torch_device: Any, seed: int = 0) -> AttentionTruth:
+    """Draw `case`'s inputs on `torch_device` and compute its reference and golden."""
     inputs = make_inputs(case, torch_device, seed)
-    candidate = run_sdpa(sdpa_kernel, inputs)
     reference = run_sdpa("math", inputs)
     golden, sizes = golden_attention(inputs)
+    return AttentionTruth(inputs, reference, golden, sizes)
+
+
+class LatestTruth:
+    """The truth of the case checked last, kept for the next kernel checked on the same case.
+
+    The suite checks each case on every kernel in turn: drawing the inputs on the CPU (so every
+    device sees the same numbers) and the float64 golden cost more than the kernel under test, and
+    they are the same for each kernel. One case is kept: the next case's truth replaces it."""
+
+    def __init__(self) -> None:
+        self._key: tuple[AttentionCase, str, int] | None = None
+        self._truth: AttentionTruth | None = None
+
+    def get(self, case: AttentionCase, torch_device: Any, seed: int = 0) -> AttentionTruth:
+        key = (case, str(torch_device), seed)
+        if self._truth is None or self._key != key:
+            self._key, self._truth = None, None  # release the old truth before drawing the new one
+            self._truth = attention_truth(case, torch_device, seed)
+            self._key = key
+        return self._truth
+
+    def clear(self) -> None:
+        self._key, self._truth = None, None
+
+
+def check_attention(
+    case: AttentionCase,
+    sdpa_kernel: str,
+    device: DeviceInfo,
+    torch_device: Any,
+    seed: int = 0,
+    truths: LatestTruth | None = None,
+) -> list[Comparison]:
+    """Compare `sdpa_kernel` with the float64 golden on `case`: output and the three gradients,
+    each bounded by its row's error model and measured against the math kernel in the same dtype.
+    `truths` keeps the inputs, reference and golden for the next kernel checked on the same case."""
+    truth = (truths or LatestTruth()).get(case, torch_device, seed)
+    candidate = run_sdpa(sdpa_kernel, truth.inputs)
     library = rocm_flash_library() if device.backend == "rocm" else ""
     return [
         compare(
             f"sdpa.{sdpa_kernel}.{part} [{case.describe()}]",
             candidate[i],
-            golden[i],
+            truth.golden[i],
             tolerance_for(
                 f"sdpa.{sdpa_kernel}.{part}", device.backend, device.arch, library, seq_k=case.seq_k, dtype=case.dtype
             ),
-            reference[i],
-            magnitude=sizes[i],
+            truth.reference[i],
+            magnitude=truth.sizes[i],
             terms=case.seq_k if part != "grad_k" and part != "grad_v" else case.seq_q,
         )
         for i, part in enumerate(PARTS)

@@ -3,6 +3,8 @@ forward and backward, across masks, V layouts, head dims 64 / 128 and large inpu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from rocm_validate.core.requirements import (
@@ -13,12 +15,22 @@ from rocm_validate.core.requirements import (
 from rocm_validate.correctness.attention import (
     NAMED_CASES,
     SDPA_KERNELS,
+    LatestTruth,
     check_attention,
     named_case,
     supports,
 )
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.errors import BackendRefused
+
+
+@pytest.fixture(scope="module")
+def sdpa_truths() -> Iterator[LatestTruth]:
+    """A case's inputs, math reference and float64 golden, drawn once for every kernel checked
+    on it (the kernels of a case run one after another)."""
+    truths = LatestTruth()
+    yield truths
+    truths.clear()
 
 
 @pytest.mark.parametrize("sdpa_kernel", SDPA_KERNELS)
@@ -28,14 +40,14 @@ from rocm_validate.errors import BackendRefused
     [pytest.param(name, marks=pytest.mark.rocm_level("quick")) if name == "plain" else name for name in NAMED_CASES],
 )
 def test_sdpa_backend_matches_the_float64_golden(
-    rocm_device, torch_device, sdpa_kernel, head_dim, case_name, attention_dtype
+    rocm_device, torch_device, sdpa_truths, sdpa_kernel, head_dim, case_name, attention_dtype
 ):
     reason = attention_skip_reason(sdpa_kernel, rocm_device)
     if reason:
         pytest.skip(reason)
     case = named_case(case_name, head_dim, attention_dtype, rocm_device.is_gpu)
     try:
-        results = check_attention(case, sdpa_kernel, rocm_device, torch_device)
+        results = check_attention(case, sdpa_kernel, rocm_device, torch_device, truths=sdpa_truths)
     except BackendRefused as refusal:
         reason = refusal_skip_reason(f"{sdpa_kernel} SDPA to accept {case.describe()}", refusal)
         not_validated(reason) if supports(sdpa_kernel, case) else pytest.skip(reason)
