@@ -21,3 +21,16 @@ def import_library(module: str, install: str = "") -> ModuleType:
         if exc.name == package:
             raise LibraryMissing(package, install) from None
         raise
+
+
+def installed(package: str) -> bool:
+    """Whether top-level `package` can be imported, found without importing it (cheap enough to
+    decide at collection, e.g. how long a test that needs it is expected to take)."""
+    import importlib.util
+
+    return importlib.util.find_spec(package) is not None
+
+
+def expected_seconds(package: str, seconds: float, missing_s: float = 1.0) -> float:
+    """`seconds` where `package` is installed; `missing_s` where it is not (its tests skip at once)."""
+    return seconds if installed(package) else missing_s
