@@ -9,7 +9,9 @@ from rocm_validate.core.budget import (
     NODE_BUDGETS,
     CollectivesCost,
     SuiteWork,
+    WorkSpan,
     collectives_on_gpus,
+    lane_spans,
     measured_work,
     node_time,
     time_table,
@@ -115,3 +117,23 @@ def test_the_collectives_on_gpus_keep_the_measured_two_gpu_time_and_grow_by_the_
     cost = collectives_on_gpus(15.0, 1.3, {"fixed_s": 0.2, "per_rank_s": 1.9, "per_pair_s": 0.1}, pair_copies_s=0.05)
     assert cost.seconds(2) == pytest.approx(15.0)
     assert cost.seconds(8) == pytest.approx(15.0 + 6 * 1.9 + 1.3 * 0.75 + 27 * 0.15)
+
+
+def test_lane_spans_place_each_worker_and_find_the_main_workers_wait_before_its_timings():
+    spans = [
+        WorkSpan("correctness", 0, 110.0, 150.0),
+        WorkSpan("correctness", 0, 180.0, 181.0),  # held until the beside lane ended at 179 s
+        WorkSpan("perf", 0, 181.0, 280.0),
+        WorkSpan("convergence", 0, 112.0, 179.0),
+        WorkSpan("collectives", None, 281.0, 288.0),
+    ]
+    main, beside, node = lane_spans(spans, 100.0, beside_suites=("convergence",), timed_suites=("perf",))
+    assert (main.gpu, main.lane, main.first_s, main.last_s, main.busy_s) == (0, "main", 10.0, 180.0, 140.0)
+    assert main.waited_s == 30.0 and main.idle_s == 30.0
+    assert (beside.lane, beside.first_s, beside.last_s, beside.waited_s) == ("beside", 12.0, 79.0, None)
+    assert (node.gpu, node.lane, node.busy_s) == (None, "node", 7.0)
+
+
+def test_a_main_worker_without_timed_tests_has_no_wait():
+    (main,) = lane_spans([WorkSpan("correctness", 1, 5.0, 9.0)], 0.0, timed_suites=("perf",))
+    assert main.waited_s is None and main.idle_s == 0.0

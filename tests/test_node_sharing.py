@@ -160,3 +160,33 @@ def test_the_beside_lane_trains_while_the_gpu_checks_numerics_and_ends_before_it
     )
     beside = {(r["suite"], r["gpu"]) for r in report["time"]["rows"] if r["beside"]}
     assert beside == {("convergence", 0), ("convergence", 1)} and report["time"]["gpus"] == 2
+
+
+def test_the_time_section_says_when_each_lane_ran_and_how_long_timings_waited_for_the_beside_lane(
+    pytester: pytest.Pytester,
+) -> None:
+    fake_node.write_node(
+        pytester,
+        2,
+        correctness__numerics=sleeping(numerics=0.5, held=0),
+        convergence__training=sleeping(training=3.0),
+        perf__timing=sleeping(timing=0),
+    )
+    result = pytester.runpytest_subprocess("--rocm-suite=correctness,convergence,perf", *NODE_ARGS)
+    result.assert_outcomes(passed=8)
+    lanes = {(lane["gpu"], lane["lane"]): lane for lane in _report(pytester)["time"]["lanes"]}
+    assert set(lanes) == {(0, "main"), (0, "beside"), (1, "main"), (1, "beside")}
+    for gpu in (0, 1):
+        main, beside = lanes[(gpu, "main")], lanes[(gpu, "beside")]
+        assert beside["busy_s"] >= 3.0 and main["busy_s"] >= 0.5
+        assert main["waited_s"] >= 2.0, "the numerics took 0.5 s, the training 3 s: the timing waited"
+        assert main["waited_s"] <= main["idle_s"] < 15, "the beside worker's exit held the timing back"
+        assert main["last_s"] >= beside["last_s"] >= beside["first_s"] > 0
+    result.stdout.fnmatch_lines(
+        [
+            "startup * s (from the run's start to its first test)",
+            "GPU 0 main worker: tests from * s to * s, * s in tests, * s between them (* s waiting for its beside lane)",
+            "GPU 1 beside lane: tests from * s to * s, 3 s in tests, * s between them",
+            "after the last test * s (the report, the workers ending)",
+        ]
+    )

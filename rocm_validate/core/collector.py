@@ -16,14 +16,14 @@ import pytest
 from _pytest.junitxml import xml_key
 
 from rocm_validate.core import node
-from rocm_validate.core.budget import TimeUsed, time_table, time_used
+from rocm_validate.core.budget import TimeUsed, WorkSpan, lane_spans, time_table, time_used
 from rocm_validate.core.categorize import category_property, facts_of, fix_property
 from rocm_validate.core.interruption import interruption_of
 from rocm_validate.core.levels import BUDGETS, describe_node_time_used, describe_time_used
 from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.core.suites import suite_of_nodeid
-from rocm_validate.core.work import BESIDE_SUITES, WORK_PROPERTY
+from rocm_validate.core.work import BESIDE_SUITES, TIMING_SUITES, WORK_PROPERTY
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
     PROPERTY_PREFIX,
@@ -135,6 +135,10 @@ class ResultCollector:
         fresh = TestResult(report.nodeid, suite=suite, gpu=gpu, work=None if work is None else str(work))
         result = self.state.results.setdefault(fresh.title, fresh)
         result.duration_s += report.duration
+        start, stop = getattr(report, "start", 0.0) or 0.0, getattr(report, "stop", 0.0) or 0.0
+        if start > 0 and stop >= start:
+            result.started = start if result.started is None else min(result.started, start)
+            result.stopped = stop if result.stopped is None else max(result.stopped, stop)
         outcome = _outcome(report)
         if _SEVERITY.index(outcome) > _SEVERITY.index(result.outcome):
             result.outcome = outcome
@@ -246,11 +250,20 @@ class ResultCollector:
         """Where this run's time went: wall clock, and the tests' durations by suite, kind of work and GPU."""
         facts = self.state.node
         beside = BESIDE_SUITES if facts is not None and facts.beside else ()
-        return time_used(
+        results = list(self.state.results.values())
+        used = time_used(
             time.monotonic() - self.state.started,
-            ((r.suite, r.work, r.gpu.index if r.gpu else None, r.duration_s) for r in self.state.results.values()),
+            ((r.suite, r.work, r.gpu.index if r.gpu else None, r.duration_s) for r in results),
             beside,
         )
+        if facts is None:
+            return used
+        spans = (
+            WorkSpan(r.suite, r.gpu.index if r.gpu else None, r.started, r.stopped)
+            for r in results
+            if r.started is not None and r.stopped is not None
+        )
+        return replace(used, lanes=lane_spans(spans, self.state.started_at, beside, TIMING_SUITES))
 
     def write_verdict(self, terminalreporter: Any) -> None:
         """The verdict line, after every suite's own summary lines (see plugin.py)."""

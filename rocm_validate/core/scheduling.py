@@ -10,7 +10,8 @@ the convergence suite's training in the GPU's beside worker). On top of that:
   the collectives measure it, and a pooled verdict sees every GPU's share.
 * **Timed tests wait for the beside lane.** A main worker runs its GPU's untimed tests first;
   from its first timed test (the perf suite) on, its tests are sent only once the beside worker
-  of the same GPU has finished and its process has exited, so no measurement shares its GPU.
+  of the same GPU has finished and its process has exited (the controller tells it to exit as
+  soon as it finishes), so no measurement shares its GPU.
 
 A crashed worker is replaced by xdist from the same spec (so pinned to the same GPU and lane); as
 with `--dist each`, the replacement takes over the remaining tests of the one it replaces, and
@@ -19,6 +20,7 @@ what was held back for that GPU is sent to it when due.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -61,6 +63,18 @@ def wait_for_exit(pid: int | None, timeout_s: float = EXIT_WAIT_S) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def end_process(node: Any) -> None:
+    """Tell a worker that has finished to exit now. An execnet worker process lives until its
+    gateway is told to exit, which xdist does for every worker at the end of the run: waiting for
+    a finished beside worker's exit without this always ran out the whole EXIT_WAIT_S (30 s per
+    beside worker, the controller blocked meanwhile)."""
+    teardown = getattr(node, "ensure_teardown", None)
+    if teardown is None:
+        return
+    with contextlib.suppress(OSError, EOFError, ValueError):  # its connection is gone: it is ending already
+        teardown()
 
 
 class NodeScheduling(EachScheduling):
@@ -147,6 +161,7 @@ class NodeScheduling(EachScheduling):
         gpu, lane = self._role(node)
         crashed = super().remove_node(node)
         if lane == BESIDE and node not in self._removed2pending and not crashed:
+            end_process(node)
             wait_for_exit((getattr(node, "workeroutput", None) or {}).get("pid"))
             self._ended.add(gpu)
         self._release()

@@ -27,6 +27,7 @@ class RunState:
     settings: Settings
     results: dict[str, TestResult] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)  # for the time used against the level's budget
+    started_at: float = field(default_factory=time.time)  # the same moment, epoch: tests' start times are epoch
     node: NodeFacts | None = None  # a whole-node run's devices (and, in a worker, its pinned GPU)
     worker_gpus: dict[str, int | None] = field(default_factory=dict)  # controller: each xdist worker's GPU, by id
     _devices: list[DeviceInfo] | None = None

@@ -217,6 +217,8 @@ class TestResult:
     findings: list[dict[str, Any]] = field(default_factory=list)  # preflight facts about the host
     gpu: GpuRef | None = None  # the GPU it ran on, in a whole-node run
     work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.core.work)
+    started: float | None = None  # epoch seconds its first phase began (for where the run's time went)
+    stopped: float | None = None  # epoch seconds its last phase ended
 
     @property
     def title(self) -> str:
