@@ -28,21 +28,21 @@ def test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager(rocm_device, t
     assert_passed(results)
 
 
-@pytest.mark.rocm_shared(seconds=19)
+@pytest.mark.rocm_shared(seconds=21)
 def test_compiled_tiny_bert_matches_eager(rocm_device, torch_device):
     results = check_compiled_model("bert-large", training_dtype(rocm_device.backend), rocm_device, torch_device)
     assert_passed(results)
 
 
 @pytest.mark.requires_gpu
-@pytest.mark.rocm_shared(seconds=3)
+@pytest.mark.rocm_shared(seconds=2)
 def test_compiled_layer_norm_gelu_and_dense_bias_gelu_match_eager_in_float32(rocm_device, torch_device):
     results = check_compiled_fused_layers(4096, 1024, "float32", rocm_device, torch_device)
     assert_passed(results)
 
 
 @pytest.mark.requires_gpu
-@pytest.mark.rocm_shared(seconds=7)
+@pytest.mark.rocm_shared(seconds=10)
 def test_compiled_tiny_bert_matches_eager_in_float32(rocm_device, torch_device):
     results = check_compiled_model("bert-large", "float32", rocm_device, torch_device)
     assert_passed(results)
