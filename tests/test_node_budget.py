@@ -37,10 +37,12 @@ def test_shared_work_divides_among_the_gpus_but_never_below_its_longest_test():
     assert eight.main_s == 100 + 90 + 60, "the 60 s test stays whole on one GPU"
 
 
-def test_the_beside_lane_adds_only_what_exceeds_the_untimed_per_gpu_work():
+def test_the_beside_lane_adds_only_what_exceeds_the_untimed_work_per_gpu_and_shared():
     two = node_time(WORK, 2, 10)
-    assert (two.untimed_s, two.beside_s) == (100, 15 + 92.5)
-    assert two.total_s == 10 + two.main_s + 7.5 + 5
+    assert (two.untimed_s, two.beside_s) == (100 + 30, 15 + 92.5), "the untimed shared tests run before timings too"
+    assert two.total_s == 10 + two.main_s + 5
+    longer = node_time({**WORK, "convergence": SuiteWork(per_gpu_s=15, shared_s=265, node_s=5, beside=True)}, 2, 10)
+    assert longer.total_s == 10 + longer.main_s + (15 + 132.5 - 130) + 5
     assert node_time(WORK, 4, 10).total_s == 10 + node_time(WORK, 4, 10).main_s + 5
     assert node_time(WORK, 2, 10, lanes=False).total_s == 10 + 100 + 90 + 72.5 + 15 + 92.5 + 5
 

@@ -74,7 +74,7 @@ class NodeTime:
     gpus: int
     startup_s: float
     main_s: float  # the busiest GPU's main worker: per-GPU tests and its share of the shared ones
-    untimed_s: float  # of which its untimed per-GPU tests, which the beside lane overlaps
+    untimed_s: float  # of which its untimed tests (per-GPU and its share of the shared), which the beside lane overlaps
     beside_s: float
     node_s: float
     lanes: bool
@@ -113,7 +113,11 @@ def node_time(
         largest_shared_s=max((w.largest_shared_s for w in main), default=0),
     )
     main_s = math.fsum(w.per_gpu_s for w in main) + shared.share(gpus)
-    untimed = math.fsum(w.per_gpu_s for w in main if not w.timed)
+    untimed_shared = SuiteWork(  # a main worker runs its share of the untimed shared tests before its timings too
+        shared_s=math.fsum(w.shared_s for w in main if not w.timed),
+        largest_shared_s=max((w.largest_shared_s for w in main if not w.timed), default=0),
+    )
+    untimed = math.fsum(w.per_gpu_s for w in main if not w.timed) + untimed_shared.share(gpus)
     node = math.fsum(w.node_s for w in work.values()) + (collectives.seconds(gpus) if collectives else 0.0)
     return NodeTime(gpus, startup_s, main_s, untimed, math.fsum(w.on_one_gpu(gpus) for w in beside), node, lanes)
 
