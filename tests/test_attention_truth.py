@@ -4,22 +4,13 @@ checked after a right one on the shared truth still fails."""
 
 from __future__ import annotations
 
-import os
-
-import pytest
 import torch
 import torch.nn.functional as F
 
 from rocm_validate.correctness.attention import LatestTruth, check_attention, named_case
-from rocm_validate.platform.devices import discover_cpu
 
 CPU = torch.device("cpu")
 SDPA = F.scaled_dot_product_attention
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    return discover_cpu(torch, os.environ)
 
 
 def test_a_second_check_of_the_same_case_reuses_its_truth():

@@ -6,21 +6,14 @@ The planted bugs replace the torch function the block calls, as a broken kernel 
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import pytest
 import torch
 
 from rocm_validate.correctness.blocks import BLOCKS, Block, block_ids, check_block, check_dropout
 from rocm_validate.correctness.compare import Comparison
-from rocm_validate.platform.devices import DeviceInfo, discover_cpu
 
 CPU = torch.device("cpu")
-
-
-@pytest.fixture(scope="module")
-def cpu() -> DeviceInfo:
-    return discover_cpu(torch, os.environ)
 
 
 def failed(results: list[Comparison]) -> list[Comparison]:

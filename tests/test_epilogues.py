@@ -6,7 +6,6 @@ healthy and with the other GELU."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import types
 
@@ -16,15 +15,9 @@ import torch.nn.functional as F
 
 from rocm_validate.correctness.compare import Comparison
 from rocm_validate.correctness.epilogues import check_epilogue
-from rocm_validate.platform.devices import discover_cpu
 
 CPU = torch.device("cpu")
 ADDMM = torch._addmm_activation
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    return discover_cpu(torch, os.environ)
 
 
 def failed(results: list[Comparison]) -> list[str]:

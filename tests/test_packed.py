@@ -5,7 +5,6 @@ API (a CPU stand-in whose cu_seqlens are one token off; healthy, it passes)."""
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 
@@ -14,7 +13,6 @@ import torch
 import torch.nn.functional as F
 
 from rocm_validate.correctness.packed import check_packed_attention
-from rocm_validate.platform.devices import discover_cpu
 from rocm_validate.workloads.packing import (
     ATTENTION_PACKS,
     TRAINING_PACKS,
@@ -30,11 +28,6 @@ from rocm_validate.workloads.packing import (
 
 CPU = torch.device("cpu")
 SDPA = F.scaled_dot_product_attention
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    return discover_cpu(torch, os.environ)
 
 
 def test_packs_give_their_sequences_boundaries_and_factor():

@@ -7,7 +7,6 @@ trusted, and every TunableOp setting is restored."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from rocm_validate.core.tunableop_file import (
 )
 from rocm_validate.correctness.tunable import check_entries, check_tuned_linear
 from rocm_validate.perf.tuning import slower_message
-from rocm_validate.platform.devices import discover_cpu
 from rocm_validate.workloads import tunableop
 from rocm_validate.workloads.shapes import gemm_problem
 from rocm_validate.workloads.tunableop_results import (
@@ -41,11 +39,6 @@ CPU = torch.device("cpu")
 
 def read(name: str):
     return parse_results((FIXTURES / name).read_text(), name)
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    return discover_cpu(torch, os.environ)
 
 
 # --- the file format --------------------------------------------------------------------------
