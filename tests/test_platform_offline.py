@@ -104,7 +104,7 @@ FORMATS = {
         8,
         "gfx942",
         38,
-        None,
+        24576,  # derived: a CPX eighth of the MI300X's 192 GB
         "CPX",
         None,
     ),
@@ -123,7 +123,7 @@ FORMATS = {
         2,
         "gfx90a",
         110,
-        None,
+        65536,  # derived: one GCD's 64 GB
         None,
         None,
     ),
@@ -132,7 +132,7 @@ FORMATS = {
         2,
         "gfx90a",
         104,
-        None,
+        65536,
         None,
         None,
     ),
@@ -141,7 +141,7 @@ FORMATS = {
         2,
         "gfx942",
         304,
-        None,
+        196608,
         "SPX",
         "NPS1",
     ),
@@ -150,11 +150,19 @@ FORMATS = {
         6,
         "gfx942",
         76,
-        None,
+        43691,  # derived: a third of the MI300A's 128 GB
         "TPX",
         None,
     ),
-    "rocm-smi concise": ({"rocm-smi.txt": AMD / "rocm-smi-concise-mi300x.txt"}, 3, "gfx942", 304, None, "SPX", "NPS1"),
+    "rocm-smi concise": (
+        {"rocm-smi.txt": AMD / "rocm-smi-concise-mi300x.txt"},
+        3,
+        "gfx942",
+        304,
+        196608,
+        "SPX",
+        "NPS1",
+    ),
     "rocm-smi --showproduct": (
         {"rocm-smi.txt": AMD / "rocm-smi-showproduct-mi300a.txt"},
         2,
@@ -180,7 +188,7 @@ def test_each_saved_format_gives_what_the_output_shows(
     assert {(d.arch, d.compute_units, d.compute_partition, d.memory_partition) for d in node.devices} == {
         (arch, units, compute, memory)
     }
-    assert {d.memory_bytes for d in node.devices} == {None if memory_mib is None else memory_mib * MIB}
+    assert {d.memory_bytes and round(d.memory_bytes / MIB) for d in node.devices} == {memory_mib}
 
 
 def test_an_offline_device_says_where_its_facts_came_from_and_carries_no_software_stack(tmp_path):

@@ -29,6 +29,7 @@ from typing import Any
 from rocm_validate.platform import amd_tools, arch, identity, partitions, peaks
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.devices import (
+    DERIVED,
     DeviceInfo,
     NvmlFacts,
     StackFacts,
@@ -276,7 +277,8 @@ def _amd_device(amd: AmdGpuFacts, position: int, errors: tuple[str, ...]) -> Dev
     info = build_gpu_info(
         as_torch, StackFacts(backend="rocm", torch_version="", runtime_version=None), {}, amd=amd, errors=errors
     )
-    return _tools_only(info, tuple(f"saved {source}" for source in amd.source.split("+")))
+    derived = tuple(source for source in info.sources if source.startswith(DERIVED))
+    return _tools_only(info, (*(f"saved {source}" for source in amd.source.split("+")), *derived))
 
 
 def _nvidia_device(gpu: NvidiaGpuFacts, log: NvidiaSmiLog, errors: tuple[str, ...]) -> DeviceInfo:
