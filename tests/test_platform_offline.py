@@ -317,6 +317,17 @@ def test_a_bundle_saves_each_output_and_records_what_was_missing_failed_or_timed
         "amd-smi-static.json": "saved",
         "amd-smi-static.txt": "saved",
         "amd-smi-list.txt": "saved",
+        **dict.fromkeys(  # the fake node's amd-smi refuses the partition, topology and metric views
+            (
+                "amd-smi-partition.json",
+                "amd-smi-partition.txt",
+                "amd-smi-topology.json",
+                "amd-smi-topology.txt",
+                "amd-smi-metric.json",
+                "amd-smi-metric.txt",
+            ),
+            "failed",
+        ),
         "rocminfo.txt": "saved",
         "rocm-smi.json": "timeout",
         "rocm-smi.txt": "timeout",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 from collections import Counter
@@ -26,7 +27,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.platform import amd_tools, arch, identity, partitions, peaks
+from rocm_validate.platform import amd_smi_views, amd_tools, arch, identity, partitions, peaks, topology
+from rocm_validate.platform.amd_smi_views import GpuMetrics
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.devices import (
     DERIVED,
@@ -44,6 +46,7 @@ from rocm_validate.platform.nvidia_tools import (
     parse_nvidia_smi_xml,
 )
 from rocm_validate.platform.probing import ProbeErrors, one_line
+from rocm_validate.platform.topology import GpuLink
 
 _ROCM_SMI = ("rocm-smi", "--showproductname", "--showdriverversion", "--showbus", "--showmeminfo", "vram")
 _ROCM_SMI_PARTITIONS = ("--showcomputepartition", "--showmemorypartition")
@@ -65,6 +68,12 @@ SAVED_OUTPUTS: tuple[SavedOutput, ...] = (
         "amd-smi-static.txt", (("amd-smi", "static", *amd_tools.AMD_SMI_STATIC_SECTIONS), ("amd-smi", "static"))
     ),
     SavedOutput("amd-smi-list.txt", (("amd-smi", "list", "-e"), ("amd-smi", "list"))),
+    SavedOutput("amd-smi-partition.json", (("amd-smi", "partition", "--json"),)),
+    SavedOutput("amd-smi-partition.txt", (("amd-smi", "partition"),)),
+    SavedOutput("amd-smi-topology.json", (("amd-smi", "topology", "--json"),)),
+    SavedOutput("amd-smi-topology.txt", (("amd-smi", "topology"),)),
+    SavedOutput("amd-smi-metric.json", (("amd-smi", "metric", "--json"),)),
+    SavedOutput("amd-smi-metric.txt", (("amd-smi", "metric"),)),
     SavedOutput("rocminfo.txt", (("rocminfo",),)),
     SavedOutput("rocm-smi.json", ((*_ROCM_SMI, *_ROCM_SMI_PARTITIONS, "--json"), (*_ROCM_SMI, "--json"))),
     SavedOutput("rocm-smi.txt", ((*_ROCM_SMI, *_ROCM_SMI_PARTITIONS), _ROCM_SMI)),
@@ -77,11 +86,19 @@ KNOWN_FILES = tuple(output.file for output in SAVED_OUTPUTS)
 _AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
     ("amd-smi-static.json", amd_tools.parse_amd_smi_static_json),
     ("amd-smi-static.txt", amd_tools.parse_amd_smi_static_text),
+    ("amd-smi-partition.json", amd_smi_views.parse_amd_smi_partition),
+    ("amd-smi-partition.txt", amd_smi_views.parse_amd_smi_partition),
     ("rocminfo.txt", amd_tools.parse_rocminfo),
     ("rocm-smi.json", amd_tools.parse_rocm_smi_json),
     ("rocm-smi.txt", amd_tools.parse_rocm_smi_text),
     ("amd-smi-list.txt", amd_tools.parse_amd_smi_list),
+    ("amd-smi-topology.json", topology.parse_amd_smi_topology_gpus),
+    ("amd-smi-topology.txt", topology.parse_amd_smi_topology_gpus),
+    ("amd-smi-metric.json", amd_smi_views.parse_amd_smi_metric),
+    ("amd-smi-metric.txt", amd_smi_views.parse_amd_smi_metric),
 )
+_TOPOLOGY_FILES = ("amd-smi-topology.json", "amd-smi-topology.txt")
+_METRIC_FILES = ("amd-smi-metric.json", "amd-smi-metric.txt")
 
 
 @dataclass(frozen=True)
@@ -91,6 +108,14 @@ class OfflineNode:
     files: tuple[str, ...]  # the known files that were read
     devices: tuple[DeviceInfo, ...]
     errors: tuple[str, ...]  # every problem once: unreadable files ('file: Type: message') and parts of them
+    links: tuple[GpuLink, ...] = ()  # amd-smi topology: every ordered pair of GPUs
+    metrics: tuple[GpuMetrics, ...] = ()  # amd-smi metric: each GPU's clocks, power, temperature, ECC counts
+    truncated: tuple[str, ...] = ()  # files cut short ('rocm-smi.txt: [output truncated]'): the count is a floor
+
+    @property
+    def at_least(self) -> bool:
+        """Whether the GPU count is a lower bound: an output that sets it was cut short."""
+        return bool(self.truncated)
 
 
 def read_saved_outputs(folder: Path) -> dict[str, str]:
@@ -101,7 +126,11 @@ def read_saved_outputs(folder: Path) -> dict[str, str]:
 def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     """The GPUs that saved tool outputs (file name -> text) describe. Pure: no tool runs."""
     errors = ProbeErrors()
-    amd = _merged_amd_facts(outputs, errors)
+    cut = {name: marker for name, text in outputs.items() if (marker := truncation_marker(text))}
+    amd = _merged_amd_facts(outputs, errors, cut)
+    links = _saved(outputs, _TOPOLOGY_FILES, topology.parse_amd_smi_topology)
+    errors.messages.extend(topology.link_problems(links))
+    metrics = _saved(outputs, _METRIC_FILES, amd_smi_views.parse_amd_smi_metric_readings)
     nvidia: NvidiaSmiLog | None = None
     if "nvidia-smi.xml" in outputs:
         nvidia = errors.run("nvidia-smi.xml", lambda: parse_nvidia_smi_xml(outputs["nvidia-smi.xml"]))
@@ -110,10 +139,38 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     if nvidia is not None:
         devices += [_nvidia_device(gpu, nvidia, unreadable) for gpu in nvidia.gpus]
     every_error = tuple(dict.fromkeys(error for found in (unreadable, *(d.errors for d in devices)) for error in found))
-    return OfflineNode(tuple(name for name in KNOWN_FILES if name in outputs), tuple(devices), every_error)
+    return OfflineNode(
+        tuple(name for name in KNOWN_FILES if name in outputs),
+        tuple(devices),
+        every_error,
+        tuple(links),
+        tuple(metrics),
+        tuple(f"{name}: {marker}" for name, marker in cut.items()),
+    )
 
 
-def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]:
+def _saved(outputs: Mapping[str, str], names: tuple[str, ...], parse: Callable[[str], list[Any]]) -> list[Any]:
+    """What the first of `names` the folder holds says; a file that does not parse was said
+    already by the GPU listing (`_merged_amd_facts`), so it gives nothing here and no second error."""
+    name = next((n for n in names if n in outputs), None)
+    return ProbeErrors().run(name or "", partial(parse, outputs[name]), []) if name else []
+
+
+# How people and tools mark an output cut short: an author's note, a lone '...' line, a pager's
+# '(END)'-less stop. A JSON document cut short is said by `amd_tools.json_document`.
+_TRUNCATION = re.compile(
+    r"^\s*(\[?\s*(?:output\s+)?truncated[^\n]*?\]?|\[\s*\.\.\.\s*\]|\.\.\.|…|<\s*snip\s*>|\(\s*\d+ more lines?[^)]*\))\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def truncation_marker(text: str) -> str | None:
+    """The mark of an output cut short ('[output truncated]', a '...' line, '<snip>'), if any."""
+    found = _TRUNCATION.search(amd_tools.clean_text(text))
+    return found.group(1).strip() if found else None
+
+
+def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors, cut: Mapping[str, str]) -> list[AmdGpuFacts]:
     """One fact per GPU from every AMD output: the listing with the most GPUs sets the list (a
     disagreement on the count is said), each GPU's facts are folded from every output that lists
     it, the more trusted output first (`_AMD_PARSERS` order), and outputs that describe
@@ -137,7 +194,7 @@ def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[A
             if facts is not None:
                 slot.append((name, facts))
         paired += [[(name, f)] for f in listing if f.bdf and not any(f is m for m in matched)]
-    errors.messages.extend(_count_disagreements(listings, base_name, len(paired)))
+    errors.messages.extend(_count_disagreements(listings, base_name, len(paired), cut))
     trust = {name: rank for rank, (name, _) in enumerate(_AMD_PARSERS)}
     merged = [_fold(sorted(slot, key=lambda item: trust[item[0]]), errors) for slot in paired]
     errors.messages.extend(_memory_disagreements(paired, trust))
@@ -169,9 +226,13 @@ def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
     return problems
 
 
-def _count_disagreements(listings: list[tuple[str, list[AmdGpuFacts]]], base_name: str, described: int) -> list[str]:
-    counts = {name: len(listing) for name, listing in listings}
-    if len(set(counts.values())) == 1:
+def _count_disagreements(
+    listings: list[tuple[str, list[AmdGpuFacts]]], base_name: str, described: int, cut: Mapping[str, str]
+) -> list[str]:
+    """The outputs that list different GPU counts; one cut short ('[output truncated]') listing
+    fewer is expected to, and is no disagreement: the count it gives is a floor."""
+    counts = {name: len(listing) for name, listing in listings if name not in cut or len(listing) >= described}
+    if len(set(counts.values())) <= 1:
         return []
     listed = ", ".join(f"{name} {count}" for name, count in counts.items())
     return [
