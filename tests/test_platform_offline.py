@@ -352,3 +352,26 @@ def test_what_a_bundle_saves_is_what_offline_discovery_reads(tmp_path):
     # the fake node's amd-smi list is of a CPX node: the disagreement is said, and the fuller listing kept
     assert {d.arch for d in node.devices} == {"gfx942"} and len(node.devices) == 9
     assert any(e.startswith("the outputs disagree on the GPU count (amd-smi-static.json 2, ") for e in node.errors)
+
+
+def test_a_cut_short_output_listing_fewer_gpus_is_no_disagreement_and_the_full_count_stands(tmp_path):
+    static = json.loads((AMD / "amd-smi-static-mi300x-rocm6.4.json").read_text())
+    listing = "GPU: 0\n    BDF: " + static[0]["bus"]["bdf"] + "\n    UUID: N/A\n[output truncated]\n"
+    node = offline.describe_outputs({"amd-smi-static.json": json.dumps(static), "amd-smi-list.txt": listing})
+    assert len(node.devices) == 2 and not any("disagree on the GPU count" in e for e in node.errors)
+    assert node.truncated == ("amd-smi-list.txt: [output truncated]",) and node.at_least is False
+
+
+def test_an_output_cut_short_that_sets_the_count_makes_it_a_floor():
+    text = (AMD / "rocminfo-mi300x-2gpu.txt").read_text()
+    node = offline.describe_outputs({"rocminfo.txt": text + "\n... (output truncated)\n"})
+    assert len(node.devices) == 2 and node.at_least is True
+
+
+@pytest.mark.parametrize("marker", ["[output truncated]", "...", "…", "<snip>", "[...]", "(12 more lines)"])
+def test_each_common_truncation_marker_is_recognised(marker):
+    assert offline.truncation_marker(f"GPU: 0\n    BDF: 0000:0c:00.0\n{marker}\n") == marker
+
+
+def test_a_complete_output_has_no_truncation_marker():
+    assert offline.truncation_marker((AMD / "rocminfo-mi300x-2gpu.txt").read_text()) is None

@@ -232,8 +232,9 @@ def parse_amd_smi_partition(text: str) -> list[AmdGpuFacts]:
     and memory modes and its partition ID. It names no product and no PCI address."""
     rows, notes = _partition_rows(text)
     if not rows:
+        said = "".join(f"; {note}" for note in notes)
         raise found_nothing(
-            PARTITION, text, f"{PARTITION}: no row names a GPU (no CURRENT_PARTITION or MEMORY_PARTITION table)"
+            PARTITION, text, f"{PARTITION}: no row names a GPU (no CURRENT_PARTITION or MEMORY_PARTITION table){said}"
         )
     return [
         AmdGpuFacts(

@@ -110,12 +110,8 @@ class OfflineNode:
     errors: tuple[str, ...]  # every problem once: unreadable files ('file: Type: message') and parts of them
     links: tuple[GpuLink, ...] = ()  # amd-smi topology: every ordered pair of GPUs
     metrics: tuple[GpuMetrics, ...] = ()  # amd-smi metric: each GPU's clocks, power, temperature, ECC counts
-    truncated: tuple[str, ...] = ()  # files cut short ('rocm-smi.txt: [output truncated]'): the count is a floor
-
-    @property
-    def at_least(self) -> bool:
-        """Whether the GPU count is a lower bound: an output that sets it was cut short."""
-        return bool(self.truncated)
+    truncated: tuple[str, ...] = ()  # files cut short ('rocm-smi.txt: [output truncated]')
+    at_least: bool = False  # the GPU count is a floor: no output that lists that many was saved whole
 
 
 def read_saved_outputs(folder: Path) -> dict[str, str]:
@@ -127,7 +123,7 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     """The GPUs that saved tool outputs (file name -> text) describe. Pure: no tool runs."""
     errors = ProbeErrors()
     cut = {name: marker for name, text in outputs.items() if (marker := truncation_marker(text))}
-    amd = _merged_amd_facts(outputs, errors, cut)
+    amd, floor = _merged_amd_facts(outputs, errors, cut)
     links = _saved(outputs, _TOPOLOGY_FILES, topology.parse_amd_smi_topology)
     errors.messages.extend(topology.link_problems(links))
     metrics = _saved(outputs, _METRIC_FILES, amd_smi_views.parse_amd_smi_metric_readings)
@@ -146,6 +142,7 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
         tuple(links),
         tuple(metrics),
         tuple(f"{name}: {marker}" for name, marker in cut.items()),
+        floor,
     )
 
 
@@ -159,7 +156,10 @@ def _saved(outputs: Mapping[str, str], names: tuple[str, ...], parse: Callable[[
 # How people and tools mark an output cut short: an author's note, a lone '...' line, a pager's
 # '(END)'-less stop. A JSON document cut short is said by `amd_tools.json_document`.
 _TRUNCATION = re.compile(
-    r"^\s*(\[?\s*(?:output\s+)?truncated[^\n]*?\]?|\[\s*\.\.\.\s*\]|\.\.\.|…|<\s*snip\s*>|\(\s*\d+ more lines?[^)]*\))\s*$",
+    r"^\s*("
+    r"[\[(<]?\s*(?:\.{3}|…)?\s*[\[(<]?\s*(?:rest\s+of\s+)?(?:the\s+)?(?:output\s+)?(?:was\s+|is\s+)?truncated\b[^\n]*"
+    r"|\[\s*(?:\.{3}|…)\s*\]|\.{3,}|…|[<\[]\s*snip\s*[>\]]|\(\s*\d+\s+more\s+lines?[^)]*\)"
+    r")\s*$",
     re.IGNORECASE | re.MULTILINE,
 )
 
@@ -170,7 +170,9 @@ def truncation_marker(text: str) -> str | None:
     return found.group(1).strip() if found else None
 
 
-def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors, cut: Mapping[str, str]) -> list[AmdGpuFacts]:
+def _merged_amd_facts(
+    outputs: Mapping[str, str], errors: ProbeErrors, cut: Mapping[str, str]
+) -> tuple[list[AmdGpuFacts], bool]:
     """One fact per GPU from every AMD output: the listing with the most GPUs sets the list (a
     disagreement on the count is said), each GPU's facts are folded from every output that lists
     it, the more trusted output first (`_AMD_PARSERS` order), and outputs that describe
@@ -180,7 +182,7 @@ def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors, cut: Mapp
     ]
     listings = [(name, listing) for name, listing in listings if listing]
     if not listings:
-        return []
+        return [], False
     base_name, base = max(listings, key=lambda item: len(item[1]))
     paired: list[list[tuple[str, AmdGpuFacts]]] = [[(base_name, f)] for f in base]
     for name, listing in listings:
@@ -199,7 +201,8 @@ def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors, cut: Mapp
     merged = [_fold(sorted(slot, key=lambda item: trust[item[0]]), errors) for slot in paired]
     errors.messages.extend(_memory_disagreements(paired, trust))
     errors.messages.extend(_incomplete_packages(merged))
-    return _modes_from_shared_addresses(merged)
+    floor = not any(name not in cut and len(listing) >= len(paired) for name, listing in listings)
+    return _modes_from_shared_addresses(merged), floor
 
 
 def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
