@@ -375,3 +375,16 @@ def test_each_common_truncation_marker_is_recognised(marker):
 
 def test_a_complete_output_has_no_truncation_marker():
     assert offline.truncation_marker((AMD / "rocminfo-mi300x-2gpu.txt").read_text()) is None
+
+
+def test_a_json_output_cut_before_its_closing_brackets_is_cut_short():
+    text = (AMD / "amd-smi-static-mi300x-rocm6.4.json").read_text()
+    assert offline.truncation_marker(text[: len(text) // 2]) == "the JSON stops before its closing brackets"
+
+
+def test_an_amd_smi_text_whose_last_gpu_block_stops_part_way_is_cut_short():
+    text = (AMD / "amd-smi-static-mi300x-rocm7.txt").read_text()
+    head = text[: text.rindex("GPU: ")]
+    partial = head + "GPU: 1\n    ASIC:\n        MARKET_NAME: AMD Instinct MI300X\n"
+    assert offline.truncation_marker(partial) == "GPU 1's block stops part-way"
+    assert offline.truncation_marker(text) is None

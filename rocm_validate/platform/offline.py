@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rocm_validate.errors import ToolOutputError
 from rocm_validate.platform import amd_smi_views, amd_tools, arch, identity, partitions, peaks, topology
 from rocm_validate.platform.amd_smi_views import GpuMetrics
 from rocm_validate.platform.amd_tools import AmdGpuFacts
@@ -165,9 +166,27 @@ _TRUNCATION = re.compile(
 
 
 def truncation_marker(text: str) -> str | None:
-    """The mark of an output cut short ('[output truncated]', a '...' line, '<snip>'), if any."""
-    found = _TRUNCATION.search(amd_tools.clean_text(text))
-    return found.group(1).strip() if found else None
+    """How an output shows it was cut short, if it does: a marker line ('[output truncated]', a
+    '...' line, '<snip>'), a JSON document that stops before its closing brackets, or an amd-smi
+    text whose last 'GPU: N' block stops part-way (fewer than half the lines of the first)."""
+    text = amd_tools.clean_text(text)
+    found = _TRUNCATION.search(text)
+    if found:
+        return found.group(1).strip()
+    if re.match(r"\s*(?:WARNING[^\n]*\n\s*)*[\[{]", text):
+        try:
+            amd_tools.json_document(text, "output")
+        except ToolOutputError as exc:
+            return "the JSON stops before its closing brackets" if "cut short" in str(exc) else None
+        return None
+    blocks = [(number, block) for kind, number, block in amd_tools.text_blocks(text) if kind == "GPU"]
+    if len(blocks) >= 2 and _lines(blocks[-1][1]) * 2 < _lines(blocks[0][1]):
+        return f"GPU {blocks[-1][0]}'s block stops part-way"
+    return None
+
+
+def _lines(block: Mapping[str, Any]) -> int:
+    return sum(_lines(value) if isinstance(value, Mapping) else 1 for value in block.values()) + 1
 
 
 def _merged_amd_facts(
