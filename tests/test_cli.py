@@ -224,7 +224,7 @@ def test_bundle_refuses_a_timeout_that_is_not_a_positive_number_of_seconds(tmp_p
 
 
 def test_devices_from_a_folder_of_only_amd_smi_partition_says_the_modes_and_that_the_list_was_cut(tmp_path, capsys):
-    folder = _bundle(tmp_path / "node", **{"amd-smi-partition.txt": "amd-smi-partition-current-mi300x-cpx-rocm6.4.txt"})
+    folder = _bundle(tmp_path / "node", **{"amd-smi-partition.txt": "amd-smi-partition-current-mi3x-cpx-rocm6.4.txt"})
     assert cli.main(["devices", "--from", str(folder)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"at least 11 GPUs described from amd-smi-partition.txt in {folder} (no torch ran)"
@@ -234,7 +234,7 @@ def test_devices_from_a_folder_of_only_amd_smi_partition_says_the_modes_and_that
 
 
 def test_devices_from_a_folder_of_only_amd_smi_topology_says_the_links(tmp_path, capsys):
-    folder = _bundle(tmp_path / "node", **{"amd-smi-topology.txt": "amd-smi-topology-mi300x-x8-rocm6.1.txt"})
+    folder = _bundle(tmp_path / "node", **{"amd-smi-topology.txt": "amd-smi-topology-x8-xgmi-rocm6.1.txt"})
     assert cli.main(["devices", "--from", str(folder)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"8 GPUs described from amd-smi-topology.txt in {folder} (no torch ran)"

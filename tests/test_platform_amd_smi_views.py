@@ -23,7 +23,7 @@ def fixture(name: str) -> str:
 
 
 def test_the_rocm_6_4_current_table_gives_each_partition_its_modes_and_id():
-    facts = amd_smi_views.parse_amd_smi_partition(fixture("amd-smi-partition-current-mi300x-cpx-rocm6.4.txt"))
+    facts = amd_smi_views.parse_amd_smi_partition(fixture("amd-smi-partition-current-mi3x-cpx-rocm6.4.txt"))
     assert [f.index for f in facts] == list(range(11))
     assert {(f.compute_partition, f.memory_partition, f.partition_source) for f in facts} == {
         ("CPX", "NPS1", "amd-smi partition")
@@ -32,7 +32,7 @@ def test_the_rocm_6_4_current_table_gives_each_partition_its_modes_and_id():
 
 
 def test_the_rocm_6_3_id_list_on_a_packages_first_row_is_its_first_partition():
-    facts = amd_smi_views.parse_amd_smi_partition(fixture("amd-smi-partition-current-mi300x-cpx-rocm6.3.txt"))
+    facts = amd_smi_views.parse_amd_smi_partition(fixture("amd-smi-partition-current-mi3x-cpx-rocm6.3.txt"))
     assert [f.partition_id for f in facts][:9] == [0, None, None, None, None, None, None, None, 0]
     assert {f.compute_partition for f in facts} == {"CPX"}
 
@@ -83,7 +83,7 @@ def test_the_rocm_7_metric_text_and_json_give_the_same_readings():
 
 
 def test_the_metric_clock_view_takes_the_highest_of_the_xcds_clocks():
-    (reading,) = amd_smi_views.parse_amd_smi_metric_readings(fixture("amd-smi-metric-clock-mi300x-rocm6.1.1.txt"))
+    (reading,) = amd_smi_views.parse_amd_smi_metric_readings(fixture("amd-smi-metric-clock-8xcd-rocm6.1.1.txt"))
     assert (reading.clock_mhz, reading.max_clock_mhz) == (113, 1800)
     assert reading.memory_clock_mhz is not None and reading.power_w is None
 
@@ -120,7 +120,7 @@ def test_a_metric_output_with_no_gpu_says_so():
 
 
 def test_the_topology_tables_of_eight_mi300x_give_28_xgmi_pairs_of_one_hop():
-    links = topology.parse_amd_smi_topology(fixture("amd-smi-topology-mi300x-x8-rocm6.1.txt"))
+    links = topology.parse_amd_smi_topology(fixture("amd-smi-topology-x8-xgmi-rocm6.1.txt"))
     assert len(links) == 56 and len(topology.p2p_pairs(links)) == 28
     assert {(link.link_type, link.hops, link.weight, link.accessible, link.max_bandwidth_mbps) for link in links} == {
         ("XGMI", 1, 15, True, 50000)
@@ -132,7 +132,7 @@ def test_the_topology_tables_of_eight_mi300x_give_28_xgmi_pairs_of_one_hop():
 
 
 def test_one_pcie_pair_among_xgmi_pairs_is_a_link_down():
-    text = fixture("amd-smi-topology-mi300x-x8-rocm6.1.txt")
+    text = fixture("amd-smi-topology-x8-xgmi-rocm6.1.txt")
     head, _, tail = text.partition("LINK TYPE TABLE:")
     rows = tail.splitlines()
     rows[2] = rows[2].replace("XGMI         XGMI", "PCIE         XGMI", 1)  # GPU 0 -> GPU 1 over PCIe
@@ -142,16 +142,14 @@ def test_one_pcie_pair_among_xgmi_pairs_is_a_link_down():
 
 
 def test_unknown_tables_beside_the_known_ones_change_nothing():
-    known = topology.parse_amd_smi_topology(fixture("amd-smi-topology-mi300x-x8-rocm6.1.txt"))
-    both = (
-        fixture("amd-smi-topology-mi300x-x8-rocm6.1.txt") + "\n" + fixture("amd-smi-topology-cndz-mi300x-rocm6.3.txt")
-    )
+    known = topology.parse_amd_smi_topology(fixture("amd-smi-topology-x8-xgmi-rocm6.1.txt"))
+    both = fixture("amd-smi-topology-x8-xgmi-rocm6.1.txt") + "\n" + fixture("amd-smi-topology-cndz-x8-rocm6.3.txt")
     assert topology.parse_amd_smi_topology(both) == known
 
 
 def test_only_unknown_tables_link_no_gpus_and_say_so():
     with pytest.raises(ToolOutputError, match="no table or entry links two GPUs"):
-        topology.parse_amd_smi_topology(fixture("amd-smi-topology-cndz-mi300x-rocm6.3.txt"))
+        topology.parse_amd_smi_topology(fixture("amd-smi-topology-cndz-x8-rocm6.3.txt"))
 
 
 @pytest.mark.parametrize(
@@ -183,5 +181,5 @@ def test_a_topology_list_wrapped_in_an_object_and_with_unknown_keys_reads():
 
 
 def test_the_topology_text_respaced_with_tabs_still_reads():
-    text = fixture("amd-smi-topology-mi300x-x8-rocm6.1.txt").replace("  ", "\t")
+    text = fixture("amd-smi-topology-x8-xgmi-rocm6.1.txt").replace("  ", "\t")
     assert len(topology.parse_amd_smi_topology(text)) == 56
