@@ -183,3 +183,52 @@ def test_a_topology_list_wrapped_in_an_object_and_with_unknown_keys_reads():
 def test_the_topology_text_respaced_with_tabs_still_reads():
     text = fixture("amd-smi-topology-x8-xgmi-rocm6.1.txt").replace("  ", "\t")
     assert len(topology.parse_amd_smi_topology(text)) == 56
+
+
+# --- amd-smi (the ROCm 7 summary) and the 7.0.2 accelerator profiles ----------------------------
+
+
+def test_the_rocm_7_summary_gives_each_partitions_address_name_modes_and_memory():
+    facts = amd_smi_views.parse_amd_smi_default(fixture("amd-smi-default-mi300x-x8-dpx-rocm7.0.2.txt"))
+    assert len(facts) == 16
+    assert [(f.index, f.bdf, f.compute_partition, f.memory_partition) for f in facts[:2]] == [
+        (0, "0000:05:00.0", "DPX", "NPS1"),
+        (1, "0000:05:00.1", "DPX", "NPS1"),  # printed N/A: the modes of the partition before it at 05:00
+    ]
+    assert {f.market_name for f in facts} == {"AMD Instinct MI300X"}
+    assert [f.memory_bytes for f in facts[:2]] == [196592 * 1024**2, 98296 * 1024**2]
+
+
+def test_the_rocm_7_summary_gives_each_gpus_temperature_power_and_uncorrectable_errors():
+    first, second = amd_smi_views.parse_amd_smi_default_readings(
+        fixture("amd-smi-default-mi300x-x8-dpx-rocm7.0.2.txt")
+    )[:2]
+    assert (first.temperature_c, first.power_w, first.ecc_uncorrectable, first.used_memory_bytes) == (
+        40.0,
+        142.0,
+        0,
+        283 * 1024**2,
+    )
+    assert (second.temperature_c, second.power_w, second.ecc_uncorrectable) == (None, None, 0)
+
+
+def test_a_summary_row_with_a_device_id_for_a_name_or_a_cut_name_still_reads():
+    text = (
+        "| 0000:c2:00.0                 0x1586 | N/A        N/A   0             N/A/0 W |\n"
+        "|   0       0     N/A             N/A | N/A        N/A           1013/65536 MB |\n"
+        "| 0000:1b:00.0 ...Instinct MI300X OAM | N/A        N/A   0           N/A/750 W |\n"
+        "|   1       0       1        SPX/NPS1 | N/A        N/A        149820/196592 MB |\n"
+    )
+    unnamed, cut = amd_smi_views.parse_amd_smi_default(text)
+    assert (unnamed.market_name, unnamed.device_id, unnamed.compute_partition) == (None, 0x1586, None)
+    assert (cut.market_name, cut.compute_partition, cut.memory_partition) == ("Instinct MI300X OAM", "SPX", "NPS1")
+
+
+def test_the_7_0_2_profiles_give_each_package_its_marked_mode_and_its_second_partition_the_same():
+    facts = amd_smi_views.parse_amd_smi_partition(fixture("amd-smi-partition-accelerator-mi300x-x8-dpx-rocm7.0.2.txt"))
+    assert len(facts) == 16
+    assert [(f.index, f.compute_partition, f.partition_id) for f in facts[:3]] == [
+        (0, "DPX", 0),
+        (1, "DPX", 1),
+        (2, "DPX", 0),
+    ]

@@ -317,8 +317,9 @@ def test_a_bundle_saves_each_output_and_records_what_was_missing_failed_or_timed
         "amd-smi-static.json": "saved",
         "amd-smi-static.txt": "saved",
         "amd-smi-list.txt": "saved",
-        **dict.fromkeys(  # the fake node's amd-smi refuses the partition, topology and metric views
+        **dict.fromkeys(  # the fake node's amd-smi refuses the summary, partition, topology and metric views
             (
+                "amd-smi.txt",
                 "amd-smi-partition.json",
                 "amd-smi-partition.txt",
                 "amd-smi-topology.json",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rocm_validate.platform.amd_tools import (
@@ -181,12 +181,21 @@ def _partition_rows(text: str) -> tuple[dict[int, _PartitionRow], list[str]]:
     for entry in memory:
         row = rows.setdefault(_gpu_id(entry), _PartitionRow())
         row.memory = row.memory or _mode(_get(entry, "current_memory_partition", "current"), _NPS)
-    for entry in profiles:  # the profile marked '*' is the current one
+    gpu = -1
+    for entry in profiles:  # the profile marked '*' is the current one; a row without GPU_ID continues the GPU above
+        gpu = _gpu_id(entry) if _present(_get(entry, "gpu_id", "gpu")) else gpu
+        if gpu < 0:
+            continue
+        row = rows.setdefault(gpu, _PartitionRow())
         marked = str(_get(entry, "accelerator_type") or "")
-        if marked.endswith("*") and _gpu_id(entry) >= 0:
-            row = rows.setdefault(_gpu_id(entry), _PartitionRow())
+        if marked.endswith("*"):
             row.compute = row.compute or _mode(marked, _MODES)
+        if marked.endswith("*") or not _present(marked):
+            row.partition_id = (
+                row.partition_id if row.partition_id is not None else _first_id(_get(entry, "partition_id"))
+            )
     rows.pop(-1, None)
+    _inherit_package_modes(rows)
     notes = []
     if re.search(r"requires sudo/root", text, re.IGNORECASE):
         notes.append(
@@ -194,6 +203,18 @@ def _partition_rows(text: str) -> tuple[dict[int, _PartitionRow], list[str]]:
             "`sudo amd-smi partition` for them"
         )
     return rows, notes
+
+
+def _inherit_package_modes(rows: dict[int, _PartitionRow]) -> None:
+    """amd-smi 7.0 prints the profiles of a package's first partition only and 'N/A' with the
+    partition ID for the others (ROCm/amdsmi#132): GPU k + 1 with partition ID p + 1 right after
+    GPU k with partition ID p is the same package, in the same modes."""
+    ordered = sorted(rows.items())
+    for (number, previous), (following, row) in zip(ordered, ordered[1:]):
+        ids = previous.partition_id, row.partition_id
+        if following == number + 1 and ids[0] is not None and ids[1] == ids[0] + 1:
+            row.compute = row.compute or previous.compute
+            row.memory = row.memory or previous.memory
 
 
 def _sort_json(document: Any, current: list[Any], memory: list[Any], profiles: list[Any]) -> None:
@@ -266,7 +287,7 @@ class GpuMetrics:
     memory_clock_mhz: int | None = None
     max_memory_clock_mhz: int | None = None
     power_w: float | None = None  # socket power
-    temperature_c: float | None = None  # hotspot (junction)
+    temperature_c: float | None = None  # hotspot (junction); the summary view's Temp
     edge_temperature_c: float | None = None
     memory_temperature_c: float | None = None
     ecc_correctable: int | None = None
@@ -285,7 +306,12 @@ class GpuMetrics:
             f"{self.power_w:g} W" if self.power_w is not None else None,
             f"hotspot {self.temperature_c:g} C" if self.temperature_c is not None else None,
             f"edge {self.edge_temperature_c:g} C" if self.edge_temperature_c is not None else None,
-            f"ECC {self.ecc_correctable} correctable / {self.ecc_uncorrectable} uncorrectable"
+            "ECC "
+            + " / ".join(
+                f"{count} {kind}"
+                for count, kind in ((self.ecc_correctable, "correctable"), (self.ecc_uncorrectable, "uncorrectable"))
+                if count is not None
+            )
             if self.ecc_correctable is not None or self.ecc_uncorrectable is not None
             else None,
         ]
@@ -381,3 +407,113 @@ def parse_amd_smi_metric(text: str) -> list[AmdGpuFacts]:
         )
         for reading in parse_amd_smi_metric_readings(text)
     ]
+
+
+# --- amd-smi (no arguments): the ROCm 7 summary table ------------------------------------------
+
+DEFAULT_VIEW = "amd-smi"
+_BOX_FIRST = re.compile(r"^\|\s*((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*?)\s*\|(.*)\|\s*$")
+_BOX_SECOND = re.compile(r"^\|\s*(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s*\|(.*)\|\s*$")
+
+
+@dataclass(frozen=True)
+class _SummaryRow:
+    index: int
+    bdf: str | None
+    name: str
+    compute: str | None
+    memory: str | None
+    right_first: str  # Mem-Uti, Temp, UEC, Power-Usage
+    right_second: str  # GFX-Uti, Fan, Mem-Usage
+
+
+def _summary_rows(text: str) -> list[_SummaryRow]:
+    """The GPU rows of `amd-smi`'s box: two lines per GPU ('| BDF  GPU-Name | Mem-Uti Temp UEC
+    Power |' then '| GPU HIP-ID OAM-ID Partition-Mode | GFX-Uti Fan Mem-Usage |')."""
+    lines = clean_text(text).splitlines()
+    rows = []
+    for first, second in zip(lines, lines[1:]):
+        top, bottom = _BOX_FIRST.match(first.strip()), _BOX_SECOND.match(second.strip())
+        if top is None or bottom is None:
+            continue
+        mode = bottom.group(4)
+        rows.append(
+            _SummaryRow(
+                index=int(bottom.group(1)),
+                bdf=normalize_bdf(top.group(1)),
+                name=top.group(2).lstrip(". "),  # a long name is cut to '...Instinct MI300X OAM'
+                compute=_mode(mode, _MODES),
+                memory=_mode(mode, _NPS),
+                right_first=top.group(3),
+                right_second=bottom.group(5),
+            )
+        )
+    return _with_package_modes(rows)
+
+
+def _with_package_modes(rows: list[_SummaryRow]) -> list[_SummaryRow]:
+    """A partition printed with 'N/A' modes takes those of the partition before it at the same PCI
+    device (0000:05:00.1 after 0000:05:00.0 in DPX: ROCm/amdsmi#132)."""
+    result: list[_SummaryRow] = []
+    for row in rows:
+        before = result[-1] if result else None
+        same = before is not None and row.bdf and before.bdf and row.bdf[:-2] == before.bdf[:-2]
+        if before is not None and same and row.compute is None and row.memory is None:
+            row = replace(row, compute=before.compute, memory=before.memory)
+        result.append(row)
+    return result
+
+
+def _used_and_total(text: str, unit: str) -> tuple[float | None, float | None]:
+    """'283/196592 MB' -> (283, 196592); 'N/A/750 W' -> (None, 750)."""
+    found = re.search(rf"(N/A|[\d.]+)\s*/\s*(N/A|[\d.]+)\s*{unit}\b", text)
+    return (_number(found.group(1)), _number(found.group(2))) if found else (None, None)
+
+
+def parse_amd_smi_default(text: str) -> list[AmdGpuFacts]:
+    """`amd-smi` with no arguments (ROCm 7): each GPU's PCI address, name (or its PCI device ID,
+    which amd-smi prints where it has no name), partition modes and memory."""
+    rows = _summary_rows(text)
+    if not rows:
+        raise found_nothing(DEFAULT_VIEW, text, f"{DEFAULT_VIEW}: no GPU row in the summary table")
+    facts = []
+    for row in rows:
+        _, total = _used_and_total(row.right_second, "MB")
+        hex_id = re.fullmatch(r"0x[0-9a-fA-F]{1,4}", row.name)
+        facts.append(
+            AmdGpuFacts(
+                source=DEFAULT_VIEW,
+                index=row.index,
+                bdf=row.bdf,
+                market_name=None if hex_id or not _present(row.name) else row.name,
+                device_id=int(row.name, 16) if hex_id else None,
+                compute_partition=row.compute,
+                memory_partition=row.memory,
+                partition_source=DEFAULT_VIEW if row.compute or row.memory else None,
+                memory_bytes=None if total is None else int(total) * 1024**2,
+            )
+        )
+    return facts
+
+
+def parse_amd_smi_default_readings(text: str) -> list[GpuMetrics]:
+    """The readings of `amd-smi`'s summary: temperature, power, uncorrectable ECC count, memory use."""
+    readings = []
+    for row in _summary_rows(text):
+        watts, _ = _used_and_total(row.right_first, "W")
+        used, total = _used_and_total(row.right_second, "MB")
+        temperature = re.search(r"(\d+(?:\.\d+)?)\s*°?C\b", row.right_first)
+        cells = row.right_first.split()
+        uec = next((cells[i + 1] for i, c in enumerate(cells[:-1]) if c in ("C", "°C", "N/A") and i >= 1), None)
+        readings.append(
+            GpuMetrics(
+                index=row.index,
+                bdf=row.bdf,
+                power_w=watts,
+                temperature_c=float(temperature.group(1)) if temperature else None,
+                ecc_uncorrectable=_whole(uec),
+                memory_bytes=None if total is None else int(total) * 1024**2,
+                used_memory_bytes=None if used is None else int(used) * 1024**2,
+            )
+        )
+    return readings

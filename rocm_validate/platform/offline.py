@@ -69,6 +69,7 @@ SAVED_OUTPUTS: tuple[SavedOutput, ...] = (
         "amd-smi-static.txt", (("amd-smi", "static", *amd_tools.AMD_SMI_STATIC_SECTIONS), ("amd-smi", "static"))
     ),
     SavedOutput("amd-smi-list.txt", (("amd-smi", "list", "-e"), ("amd-smi", "list"))),
+    SavedOutput("amd-smi.txt", (("amd-smi",),)),
     SavedOutput("amd-smi-partition.json", (("amd-smi", "partition", "--json"),)),
     SavedOutput("amd-smi-partition.txt", (("amd-smi", "partition"),)),
     SavedOutput("amd-smi-topology.json", (("amd-smi", "topology", "--json"),)),
@@ -87,6 +88,7 @@ KNOWN_FILES = tuple(output.file for output in SAVED_OUTPUTS)
 _AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
     ("amd-smi-static.json", amd_tools.parse_amd_smi_static_json),
     ("amd-smi-static.txt", amd_tools.parse_amd_smi_static_text),
+    ("amd-smi.txt", amd_smi_views.parse_amd_smi_default),
     ("amd-smi-partition.json", amd_smi_views.parse_amd_smi_partition),
     ("amd-smi-partition.txt", amd_smi_views.parse_amd_smi_partition),
     ("rocminfo.txt", amd_tools.parse_rocminfo),
@@ -127,7 +129,9 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     amd, floor = _merged_amd_facts(outputs, errors, cut)
     links = _saved(outputs, _TOPOLOGY_FILES, topology.parse_amd_smi_topology)
     errors.messages.extend(topology.link_problems(links))
-    metrics = _saved(outputs, _METRIC_FILES, amd_smi_views.parse_amd_smi_metric_readings)
+    metrics = _saved(outputs, _METRIC_FILES, amd_smi_views.parse_amd_smi_metric_readings) or _saved(
+        outputs, ("amd-smi.txt",), amd_smi_views.parse_amd_smi_default_readings
+    )
     nvidia: NvidiaSmiLog | None = None
     if "nvidia-smi.xml" in outputs:
         nvidia = errors.run("nvidia-smi.xml", lambda: parse_nvidia_smi_xml(outputs["nvidia-smi.xml"]))
