@@ -324,7 +324,8 @@ def _metric_entries(text: str) -> list[tuple[int | None, Mapping[str, Any]]]:
         for document in json_documents(text):
             listed = document.get("gpu_data") if isinstance(document, Mapping) else document
             entries += listed if isinstance(listed, list) else [document] if isinstance(document, Mapping) else []
-        return [(_whole(e.get("gpu")), e) for e in entries if isinstance(e, Mapping) and "gpu" in e]
+        gpus = [e for e in entries if isinstance(e, Mapping) and _get(e, "gpu", "gpu_id") is not None]
+        return [(_whole(_get(e, "gpu", "gpu_id")), e) for e in gpus]
     return [(number, block) for kind, number, block in text_blocks(text) if kind == "GPU"]
 
 
