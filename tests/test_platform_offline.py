@@ -389,3 +389,26 @@ def test_an_amd_smi_text_whose_last_gpu_block_stops_part_way_is_cut_short():
     partial = head + "GPU: 1\n    ASIC:\n        MARKET_NAME: AMD Instinct MI300X\n"
     assert offline.truncation_marker(partial) == "GPU 1's block stops part-way"
     assert offline.truncation_marker(text) is None
+
+
+def test_the_rocm_7_summary_and_partition_views_alone_describe_a_dpx_node(tmp_path):
+    node = describe(
+        tmp_path,
+        {
+            "amd-smi.txt": AMD / "amd-smi-default-mi300x-x8-dpx-rocm7.0.2.txt",
+            "amd-smi-partition.txt": AMD / "amd-smi-partition-accelerator-mi300x-x8-dpx-rocm7.0.2.txt",
+        },
+    )
+    assert len(node.devices) == 16 and node.at_least is False
+    (note,) = node.errors  # the first partition of each package printed the package's 196592 MB
+    assert note.startswith("amd-smi+amd-smi partition printed the whole package's memory (192.0 GiB)")
+    assert {
+        (d.name, d.arch, d.compute_units, round(d.memory_gib or 0), d.compute_partition, d.memory_partition)
+        for d in node.devices
+    } == {("AMD Instinct MI300X", "gfx942", 152, 96, "DPX", "NPS1")}
+    assert node.devices[1].sources == (
+        "saved amd-smi",
+        "saved amd-smi partition",
+        "derived from the product table (AMD Instinct MI300X): arch, compute units",
+    )
+    assert [m.temperature_c for m in node.metrics[:2]] == [40.0, None]

@@ -161,11 +161,9 @@ def _saved(outputs: Mapping[str, str], names: tuple[str, ...], parse: Callable[[
 # How people and tools mark an output cut short: an author's note, a lone '...' line, a pager's
 # '(END)'-less stop. A JSON document cut short is said by `amd_tools.json_document`.
 _TRUNCATION = re.compile(
-    r"^\s*("
-    r"[\[(<]?\s*(?:\.{3}|…)?\s*[\[(<]?\s*(?:rest\s+of\s+)?(?:the\s+)?(?:output\s+)?(?:was\s+|is\s+)?truncated\b[^\n]*"
-    r"|\[\s*(?:\.{3}|…)\s*\]|\.{3,}|…|[<\[]\s*snip\s*[>\]]|\(\s*\d+\s+more\s+lines?[^)]*\)"
-    r")\s*$",
-    re.IGNORECASE | re.MULTILINE,
+    r"(?:[\[(<] ?)?(?:\.{3}|…)? ?(?:[\[(<] ?)?(?:rest of )?(?:the )?(?:output )?(?:was |is )?truncated\b.*"
+    r"|\[ ?(?:\.{3}|…) ?\]|\.{3,}|…|[<\[] ?snip ?[>\]]|\( ?\d+ more lines?[^)]*\)",
+    re.IGNORECASE,
 )
 
 
@@ -174,9 +172,9 @@ def truncation_marker(text: str) -> str | None:
     '...' line, '<snip>'), a JSON document that stops before its closing brackets, or an amd-smi
     text whose last 'GPU: N' block stops part-way (fewer than half the lines of the first)."""
     text = amd_tools.clean_text(text)
-    found = _TRUNCATION.search(text)
-    if found:
-        return found.group(1).strip()
+    marker = next((line.strip() for line in text.splitlines() if _TRUNCATION.fullmatch(line.strip())), None)
+    if marker:
+        return marker
     if re.match(r"\s*(?:WARNING[^\n]*\n\s*)*[\[{]", text):
         try:
             amd_tools.json_document(text, "output")
