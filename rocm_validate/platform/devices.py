@@ -140,10 +140,9 @@ def build_gpu_info(
     tool_name = name
     if who is not None and (who.product is not None or not name):
         name = who.name or name or "AMD GPU"
-    derived = list(amd.derived) if amd is not None else []
     if who is not None and who.arch and not gpu_arch_name.startswith("gfx"):
         gpu_arch_name = who.arch
-        derived.append("arch")
+    derived = _printed_by_none(facts, isa, amd, gpu_arch_name, who)
     partition = partition_mode(backend, name, gpu_arch_name, compute_units, amd)
     compute_partition = partition.compute if partition else None
     memory_partition = partition.memory if partition else None
@@ -231,6 +230,20 @@ def build_gpu_info(
 
 
 DERIVED = "derived from the product table"
+
+
+def _printed_by_none(
+    facts: TorchGpuFacts, isa: arch.GcnArch, amd: AmdGpuFacts | None, gpu_arch: str, who: identity.Identity | None
+) -> list[str]:
+    """The name and ISA of a device that neither torch nor a tool printed: the product table's."""
+    if who is None:
+        return []
+    tool_name = amd is not None and amd.market_name and "name" not in amd.derived
+    tool_arch = amd is not None and amd.arch and "arch" not in amd.derived
+    derived = ["name"] if who.product is not None and not facts.name.strip() and not tool_name else []
+    if gpu_arch.startswith("gfx") and not isa.name.startswith("gfx") and not tool_arch:
+        derived.append("arch")
+    return derived
 
 
 def derived_source(product: identity.Product, facts: list[str]) -> str:

@@ -357,7 +357,9 @@ def _amd_device(amd: AmdGpuFacts, position: int, errors: tuple[str, ...]) -> Dev
         minor=0,
         total_memory=0,
         multi_processor_count=0,
-        gcn_arch_name=amd.arch or "unknown",
+        gcn_arch_name=amd.arch
+        if amd.arch and "arch" not in amd.derived
+        else "unknown",  # torch's stand-in: printed only
     )
     info = build_gpu_info(
         as_torch, StackFacts(backend="rocm", torch_version="", runtime_version=None), {}, amd=amd, errors=errors
