@@ -232,3 +232,10 @@ def test_the_7_0_2_profiles_give_each_package_its_marked_mode_and_its_second_par
         (1, "DPX", 1),
         (2, "DPX", 0),
     ]
+
+
+def test_the_current_and_memory_tables_together_give_each_gpu_both_modes():
+    facts = amd_smi_views.parse_amd_smi_partition(fixture("amd-smi-partition-x4-spx-nps1-rocm6.4.txt"))
+    assert [(f.index, f.compute_partition, f.memory_partition, f.partition_id) for f in facts] == [
+        (gpu, "SPX", "NPS1", 0) for gpu in range(4)
+    ]
