@@ -654,9 +654,9 @@ def discover_devices(env: Mapping[str, str] | None = None) -> list[DeviceInfo]:
             f"torch.cuda: this {runtime} build of torch sees no usable GPU "
             f"(torch.cuda.is_available() is {available}, device_count() is {count})"
         )
-        if runtime.startswith("HIP"):
-            reason = errors.run("tools", lambda: tool_failures.why_no_gpu(tool_output))
-            errors.messages.extend([reason.message()] if reason is not None else [])
+    if runtime and runtime.startswith("HIP") and not gpus:  # the tools' own words on why, whatever torch said
+        reason = errors.run("tools", lambda: tool_failures.why_no_gpu(tool_output))
+        errors.messages.extend([reason.message()] if reason is not None else [])
     return [*gpus, replace(discover_cpu(torch, env, errors.messages), runtime_version=runtime)]
 
 
