@@ -378,3 +378,18 @@ def test_saved_listings_with_no_address_in_common_are_not_paired_by_order():
 def test_torch_and_a_tool_read_on_one_node_fall_back_to_order_when_the_counts_agree():
     facts = amd_tools.parse_amd_smi_static_json(read("amd-smi-static-mi300x-rocm6.4.json"))
     assert amd_tools.match_facts(["0000:aa:00.0", "0000:bb:00.0"], facts, same_node=True) == facts
+
+
+def test_a_card_series_printed_as_a_device_id_names_the_product_from_the_table():
+    (card,) = amd_tools.parse_rocm_smi_text("GPU[0]\t\t: Card series: \t\t0x740f\n")
+    assert (card.market_name, card.arch, card.device_id) == ("AMD Instinct MI210", "gfx90a", 0x740F)
+    assert card.derived == ("name", "arch")
+
+
+def test_a_printed_name_is_not_marked_derived_and_wins_over_a_derived_one():
+    derived = amd_tools.AmdGpuFacts(
+        "amd-smi list", market_name="AMD Instinct MI300X", arch="gfx942", derived=("name", "arch")
+    )
+    printed = amd_tools.AmdGpuFacts("rocminfo", market_name="AMD Instinct MI300X OAM", arch="gfx942")
+    merged = amd_tools.merge_facts(derived, printed)
+    assert (merged.market_name, merged.derived) == ("AMD Instinct MI300X OAM", ())

@@ -221,3 +221,49 @@ def test_bundle_refuses_a_timeout_that_is_not_a_positive_number_of_seconds(tmp_p
     status, err = one_line_error(capsys, tmp_path / "node", "--timeout", timeout)
     assert status == 2 and "--timeout needs a positive number of seconds" in err
     assert not (tmp_path / "node").exists()
+
+
+def test_devices_from_a_folder_of_only_amd_smi_partition_says_the_modes_and_that_the_list_was_cut(tmp_path, capsys):
+    folder = _bundle(tmp_path / "node", **{"amd-smi-partition.txt": "amd-smi-partition-current-mi3x-cpx-rocm6.4.txt"})
+    assert cli.main(["devices", "--from", str(folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"at least 11 GPUs described from amd-smi-partition.txt in {folder} (no torch ran)"
+    assert out[1] == "cut short: amd-smi-partition.txt: ...; the node may have more GPUs than these"
+    assert out.count("    partition CPX/NPS1 from amd-smi partition") == 11
+    assert any(line.startswith("product unknown: these outputs name none") for line in out)
+
+
+def test_devices_from_a_folder_of_only_amd_smi_topology_says_the_links(tmp_path, capsys):
+    folder = _bundle(tmp_path / "node", **{"amd-smi-topology.txt": "amd-smi-topology-x8-xgmi-rocm6.1.txt"})
+    assert cli.main(["devices", "--from", str(folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"8 GPUs described from amd-smi-topology.txt in {folder} (no torch ran)"
+    assert "links (amd-smi topology): 8 GPUs, 28 pairs: 28 XGMI 1 hop, 50-50 GB/s" in out
+
+
+def test_devices_from_a_folder_of_only_amd_smi_metric_json_says_the_readings(tmp_path, capsys):
+    folder = _bundle(tmp_path / "node", **{"amd-smi-metric.json": "amd-smi-metric-mi300x-rocm7.1.json"})
+    assert cli.main(["devices", "--from", str(folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"1 GPU described from amd-smi-metric.json in {folder} (no torch ran)"
+    assert "    memory 192.0 GiB" in out
+    assert "GPU 0 now (amd-smi metric): gfx 132 MHz, 140 W, hotspot 37 C, ECC 0 correctable / 0 uncorrectable" in out
+
+
+def test_devices_from_json_carries_links_pairs_and_readings_in_the_devices_schema(tmp_path, capsys):
+    folder = _bundle(
+        tmp_path / "node",
+        **{
+            "amd-smi-topology.json": "amd-smi-topology-a-t-2gpu-rocm6.1.1.json",
+            "amd-smi-metric.txt": "amd-smi-metric-power-navi-rocm6.1.1.txt",
+        },
+    )
+    assert cli.main(["devices", "--from", str(folder), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert jsonfile.schema_errors(data, DEVICES_SCHEMA) == []
+    assert [(link["source"], link["target"], link["link_type"]) for link in data["links"]] == [
+        (0, 1, "PCIE"),
+        (1, 0, "PCIE"),
+    ]
+    assert data["p2p_pairs"] == [] and [m["power_w"] for m in data["metrics"]] == [11.0, 17.0]
+    assert len(data["devices"]) == 2 and data["at_least"] is False

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rocm_validate.errors import DeviceError
-from rocm_validate.platform import devices, partitions
+from rocm_validate.platform import amd_tools, devices, partitions
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.platform.selection import DeviceSelection, select_device
 
@@ -354,3 +354,24 @@ def test_amdsmi_from_rocms_own_copy_is_used_and_named_in_the_sources(monkeypatch
     assert (
         "amdsmi: GPU 0: cache: RuntimeError: AMDSMI_STATUS_NOT_SUPPORTED" in gpu.errors
     )  # refused, recorded, the rest kept
+
+
+def test_what_torch_printed_is_never_marked_derived_even_where_the_tool_derived_it():
+    amd = amd_tools.AmdGpuFacts(
+        "amd-smi list", market_name="AMD Instinct MI300X", arch="gfx942", device_id=0x74A1, derived=("name", "arch")
+    )
+    gpu = fake_devices.instinct(amd, "AMD Instinct MI300X", 4, "7.0.51831")
+    assert not any(source.startswith(devices.DERIVED) for source in gpu.sources)
+
+
+def test_a_device_whose_facts_no_one_printed_says_which_the_product_table_filled():
+    amd = amd_tools.AmdGpuFacts("amd-smi list", device_id=0x74A1, compute_partition="CPX", partition_source="amd-smi")
+    torch_facts = devices.TorchGpuFacts(index=0, name="", major=0, minor=0, total_memory=0, multi_processor_count=0)
+    gpu = devices.build_gpu_info(torch_facts, fake_devices.rocm_stack("7.0.51831", ()), {}, amd=amd)
+    assert (gpu.name, gpu.arch, gpu.compute_units, gpu.memory_bytes) == (
+        "AMD Instinct MI300X",
+        "gfx942",
+        38,
+        24 * 1024**3,
+    )
+    assert gpu.sources[-1] == "derived from the product table (AMD Instinct MI300X): name, arch, compute units, memory"

@@ -87,7 +87,7 @@ def test_an_unknown_or_unreadable_id_names_no_product(garbage):
 
 def test_every_listed_id_is_a_product_of_an_amd_isa():
     for number, entry in identity.PCI_DEVICES.items():
-        assert 0x7000 <= number <= 0x7FFF and entry.products
+        assert 0x6000 <= number <= 0x7FFF and entry.products
         assert all(p.arch.startswith("gfx") for p in entry.products)
 
 
@@ -135,3 +135,16 @@ def test_only_parts_with_a_virtual_function_have_a_vf_key_among_their_aliases():
 def test_an_engineering_samples_isa_and_its_products_are_one_silicon_and_other_isas_are_not():
     assert identity.same_silicon("gfx940", "gfx942") and identity.same_silicon("gfx9010", "gfx90a")
     assert not identity.same_silicon("gfx90a", "gfx942")
+
+
+@pytest.mark.parametrize(
+    ("units", "name", "product"), [(64, None, "AMD Radeon Instinct MI60"), (60, None, "AMD Radeon Instinct MI50")]
+)
+def test_vega_20_ids_name_gfx906_and_the_cus_or_name_split_them(units, name, product):
+    who = identity.identify("0x66a0", name, None, units)
+    assert (who.arch, who.product.name if who.product else None) == ("gfx906", product)
+
+
+def test_a_vega_20_sharing_its_id_with_a_pro_vii_is_told_apart_by_its_name():
+    who = identity.identify("0x66a1", "Radeon Instinct MI50 32GB", None, 60)
+    assert (who.product.name if who.product else None, who.arch) == ("AMD Radeon Instinct MI50", "gfx906")

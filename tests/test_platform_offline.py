@@ -104,7 +104,7 @@ FORMATS = {
         8,
         "gfx942",
         38,
-        None,
+        24576,  # derived: a CPX eighth of the MI300X's 192 GB
         "CPX",
         None,
     ),
@@ -123,7 +123,7 @@ FORMATS = {
         2,
         "gfx90a",
         110,
-        None,
+        65536,  # derived: one GCD's 64 GB
         None,
         None,
     ),
@@ -132,7 +132,7 @@ FORMATS = {
         2,
         "gfx90a",
         104,
-        None,
+        65536,
         None,
         None,
     ),
@@ -141,7 +141,7 @@ FORMATS = {
         2,
         "gfx942",
         304,
-        None,
+        196608,
         "SPX",
         "NPS1",
     ),
@@ -150,11 +150,19 @@ FORMATS = {
         6,
         "gfx942",
         76,
-        None,
+        43691,  # derived: a third of the MI300A's 128 GB
         "TPX",
         None,
     ),
-    "rocm-smi concise": ({"rocm-smi.txt": AMD / "rocm-smi-concise-mi300x.txt"}, 3, "gfx942", 304, None, "SPX", "NPS1"),
+    "rocm-smi concise": (
+        {"rocm-smi.txt": AMD / "rocm-smi-concise-mi300x.txt"},
+        3,
+        "gfx942",
+        304,
+        196608,
+        "SPX",
+        "NPS1",
+    ),
     "rocm-smi --showproduct": (
         {"rocm-smi.txt": AMD / "rocm-smi-showproduct-mi300a.txt"},
         2,
@@ -180,7 +188,7 @@ def test_each_saved_format_gives_what_the_output_shows(
     assert {(d.arch, d.compute_units, d.compute_partition, d.memory_partition) for d in node.devices} == {
         (arch, units, compute, memory)
     }
-    assert {d.memory_bytes for d in node.devices} == {None if memory_mib is None else memory_mib * MIB}
+    assert {d.memory_bytes and round(d.memory_bytes / MIB) for d in node.devices} == {memory_mib}
 
 
 def test_an_offline_device_says_where_its_facts_came_from_and_carries_no_software_stack(tmp_path):
@@ -309,6 +317,18 @@ def test_a_bundle_saves_each_output_and_records_what_was_missing_failed_or_timed
         "amd-smi-static.json": "saved",
         "amd-smi-static.txt": "saved",
         "amd-smi-list.txt": "saved",
+        **dict.fromkeys(  # the fake node's amd-smi refuses the summary, partition, topology and metric views
+            (
+                "amd-smi.txt",
+                "amd-smi-partition.json",
+                "amd-smi-partition.txt",
+                "amd-smi-topology.json",
+                "amd-smi-topology.txt",
+                "amd-smi-metric.json",
+                "amd-smi-metric.txt",
+            ),
+            "failed",
+        ),
         "rocminfo.txt": "saved",
         "rocm-smi.json": "timeout",
         "rocm-smi.txt": "timeout",
@@ -333,3 +353,62 @@ def test_what_a_bundle_saves_is_what_offline_discovery_reads(tmp_path):
     # the fake node's amd-smi list is of a CPX node: the disagreement is said, and the fuller listing kept
     assert {d.arch for d in node.devices} == {"gfx942"} and len(node.devices) == 9
     assert any(e.startswith("the outputs disagree on the GPU count (amd-smi-static.json 2, ") for e in node.errors)
+
+
+def test_a_cut_short_output_listing_fewer_gpus_is_no_disagreement_and_the_full_count_stands(tmp_path):
+    static = json.loads((AMD / "amd-smi-static-mi300x-rocm6.4.json").read_text())
+    listing = "GPU: 0\n    BDF: " + static[0]["bus"]["bdf"] + "\n    UUID: N/A\n[output truncated]\n"
+    node = offline.describe_outputs({"amd-smi-static.json": json.dumps(static), "amd-smi-list.txt": listing})
+    assert len(node.devices) == 2 and not any("disagree on the GPU count" in e for e in node.errors)
+    assert node.truncated == ("amd-smi-list.txt: [output truncated]",) and node.at_least is False
+
+
+def test_an_output_cut_short_that_sets_the_count_makes_it_a_floor():
+    text = (AMD / "rocminfo-mi300x-2gpu.txt").read_text()
+    node = offline.describe_outputs({"rocminfo.txt": text + "\n... (output truncated)\n"})
+    assert len(node.devices) == 2 and node.at_least is True
+
+
+@pytest.mark.parametrize("marker", ["[output truncated]", "...", "…", "<snip>", "[...]", "(12 more lines)"])
+def test_each_common_truncation_marker_is_recognised(marker):
+    assert offline.truncation_marker(f"GPU: 0\n    BDF: 0000:0c:00.0\n{marker}\n") == marker
+
+
+def test_a_complete_output_has_no_truncation_marker():
+    assert offline.truncation_marker((AMD / "rocminfo-mi300x-2gpu.txt").read_text()) is None
+
+
+def test_a_json_output_cut_before_its_closing_brackets_is_cut_short():
+    text = (AMD / "amd-smi-static-mi300x-rocm6.4.json").read_text()
+    assert offline.truncation_marker(text[: len(text) // 2]) == "the JSON stops before its closing brackets"
+
+
+def test_an_amd_smi_text_whose_last_gpu_block_stops_part_way_is_cut_short():
+    text = (AMD / "amd-smi-static-mi300x-rocm7.txt").read_text()
+    head = text[: text.rindex("GPU: ")]
+    partial = head + "GPU: 1\n    ASIC:\n        MARKET_NAME: AMD Instinct MI300X\n"
+    assert offline.truncation_marker(partial) == "GPU 1's block stops part-way"
+    assert offline.truncation_marker(text) is None
+
+
+def test_the_rocm_7_summary_and_partition_views_alone_describe_a_dpx_node(tmp_path):
+    node = describe(
+        tmp_path,
+        {
+            "amd-smi.txt": AMD / "amd-smi-default-mi300x-x8-dpx-rocm7.0.2.txt",
+            "amd-smi-partition.txt": AMD / "amd-smi-partition-accelerator-mi300x-x8-dpx-rocm7.0.2.txt",
+        },
+    )
+    assert len(node.devices) == 16 and node.at_least is False
+    (note,) = node.errors  # the first partition of each package printed the package's 196592 MB
+    assert note.startswith("amd-smi+amd-smi partition printed the whole package's memory (192.0 GiB)")
+    assert {
+        (d.name, d.arch, d.compute_units, round(d.memory_gib or 0), d.compute_partition, d.memory_partition)
+        for d in node.devices
+    } == {("AMD Instinct MI300X", "gfx942", 152, 96, "DPX", "NPS1")}
+    assert node.devices[1].sources == (
+        "saved amd-smi",
+        "saved amd-smi partition",
+        "derived from the product table (AMD Instinct MI300X): arch, compute units",
+    )
+    assert [m.temperature_c for m in node.metrics[:2]] == [40.0, None]

@@ -72,7 +72,7 @@ EXPECTED = {
             "AMD Instinct MI300X",
             "gfx942",
             152,
-            None,
+            96.0,  # derived: half the MI300X's 192 GB
             "DPX",
             "NPS1",
             FNUZ,
@@ -110,7 +110,7 @@ EXPECTED = {
             "AMD Instinct MI300A",
             "gfx942",
             76,
-            None,
+            42.7,  # derived: a third of the MI300A's 128 GB
             "TPX",
             "NPS1",
             FNUZ,
@@ -140,7 +140,7 @@ EXPECTED = {
     ),
     "mi325x-vf-amd-smi": (
         2,
-        ("AMD Instinct MI325X VF", "gfx942", 304, None, "SPX", None, FNUZ, "amd-instinct-mi325x-gfx942", 1307.4, None),
+        ("AMD Instinct MI325X VF", "gfx942", 304, 256.0, "SPX", None, FNUZ, "amd-instinct-mi325x-gfx942", 1307.4, None),
     ),
     "mi350x-host-amd-smi": (
         2,
@@ -260,7 +260,10 @@ def test_a_package_listed_with_a_partition_missing_is_said():
 def test_partitions_rocm_smi_6_4_1_prints_as_n_a_take_their_packages_id_and_modes():
     devices = describe(NODES / "mi300x-dpx-x8-rocm6.4.1").devices
     assert [d.compute_partition for d in devices[:2]] == ["DPX", "DPX"]
-    assert devices[1].sources == ("saved rocm-smi",)
+    assert devices[1].sources == (
+        "saved rocm-smi",
+        "derived from the product table (AMD Instinct MI300X): arch, compute units, memory",
+    )
 
 
 def test_outputs_of_different_cards_are_not_combined(tmp_path):

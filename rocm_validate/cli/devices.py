@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _describe_saved(folder: Path, as_json: bool) -> int:
-    from rocm_validate.platform import offline
+    from dataclasses import asdict
+
+    from rocm_validate.platform import offline, topology
 
     if not folder.is_dir():
         raise CommandError(f"--from {folder}: no such folder; save one on the node with: rocm-validate bundle {folder}")
@@ -69,14 +71,34 @@ def _describe_saved(folder: Path, as_json: bool) -> int:
                 "folder": str(folder),
                 "files": list(node.files),
                 "errors": list(node.errors),
+                "at_least": node.at_least,
+                "truncated": list(node.truncated),
                 "devices": [d.to_dict() for d in node.devices],
+                "links": [asdict(link) for link in node.links],
+                "p2p_pairs": [list(pair) for pair in topology.p2p_pairs(list(node.links))],
+                "metrics": [asdict(reading) for reading in node.metrics],
             }
         )
         return 0
     count = len(node.devices)
-    print(f"{count} GPU{'' if count == 1 else 's'} described from {', '.join(node.files)} in {folder} (no torch ran)")
+    floor = "at least " if node.at_least else ""
+    print(
+        f"{floor}{count} GPU{'' if count == 1 else 's'} described from {', '.join(node.files)} in {folder} "
+        "(no torch ran)"
+    )
+    for cut in node.truncated:
+        print(f"cut short: {cut}; the node may have more GPUs than these")
     for device in node.devices:
         _print_device(device, with_errors=False)
+    if node.devices and all(d.arch == "unknown" for d in node.devices):
+        print(
+            "product unknown: these outputs name none (no device ID, name or ISA); save `amd-smi static` beside "
+            "them (rocm-validate bundle DIR saves every output)"
+        )
+    if node.links:
+        print(f"links (amd-smi topology): {topology.describe_links(list(node.links))}")
+    for reading in node.metrics:
+        print(f"GPU {reading.index} now (amd-smi metric): {reading.summary()}")
     for error in node.errors:
         print(f"problem: {error}")
     return 0
@@ -110,7 +132,8 @@ def _print_device(device: Any, with_errors: bool = True) -> None:
         f"attention {'/'.join(device.attention_backends)}" if device.torch_version else None,
         f"flash attention via {device.attention_library}" if device.attention_library else None,
     ]
-    print("    " + ", ".join(d for d in details if d))
+    if any(details):
+        print("    " + ", ".join(d for d in details if d))
     if device.key_aliases:
         print(f"    baselines stored under its older keys are read too: {', '.join(device.key_aliases)}")
     if device.partition_source:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rocm_validate.errors import ToolOutputError
-from rocm_validate.platform import identity
+from rocm_validate.platform import identity, tool_failures
 from rocm_validate.platform.arch import normalize_gfx, parse_gcn_arch
 from rocm_validate.text import clip
 
@@ -58,6 +58,7 @@ class AmdGpuFacts:
     uuid: str | None = None
     device_id: int | None = None  # the PCI device ID (0x74a1): what decides the product (`identity`)
     subsystem_id: int | None = None
+    derived: tuple[str, ...] = ()  # facts no tool printed, filled from the product table ("name", "arch")
     errors: tuple[str, ...] = ()  # parts of the output that were unreadable, each with where it was
 
 
@@ -133,10 +134,15 @@ def market_name(value: Any) -> str | None:
     """The product name, with the board-code form some tools print ('Aqua Vanjaram [Instinct
     MI300A]') reduced to the name PyTorch reports ('AMD Instinct MI300A')."""
     text = _text(value)
-    if text is None:
-        return None
+    if text is None or _hex_id(text):
+        return None  # older rocm-smi prints the device ID where the name belongs ('Card series: 0x740f')
     bracketed = re.search(r"\[(Instinct [^\]]+)\]", text)
     return f"AMD {bracketed.group(1)}" if bracketed else text
+
+
+def _hex_id(value: Any) -> bool:
+    """Whether a tool printed a PCI device ID ('0x740f') where a name or model belongs."""
+    return bool(re.fullmatch(r"0x[0-9a-f]{1,4}", str(value or "").strip().lower()))
 
 
 def _named_by_id(device_id: Any) -> str | None:
@@ -152,6 +158,16 @@ def _arch_of(gfx: Any, device_id: Any) -> str | None:
         return normalize_gfx(name)
     entry = identity.pci_device(device_id)
     return entry.products[0].arch if entry is not None else None
+
+
+def _identity_facts(name: str | None, gfx: Any, device_id: Any) -> dict[str, Any]:
+    """A GPU's name and ISA as the tool printed them, else from its PCI device ID in the product
+    table (`identity`), those marked as derived: the same for every reader."""
+    printed_arch = normalize_gfx(str(gfx).strip()) if _present(gfx) else None
+    table_name = None if name else _named_by_id(device_id)
+    table_arch = None if printed_arch else _arch_of(None, device_id)
+    derived = tuple(what for what, value in (("name", table_name), ("arch", table_arch)) if value)
+    return {"market_name": name or table_name, "arch": printed_arch or table_arch, "derived": derived}
 
 
 def clean_text(text: str) -> str:
@@ -267,10 +283,11 @@ def _static_facts(entry: Mapping[str, Any], source: str, position: int) -> AmdGp
         source=source,
         index=index,
         bdf=normalize_bdf(bus.get("bdf")),
-        market_name=market_name(asic.get("market_name"))
-        or market_name(board.get("product_name"))
-        or _named_by_id(device_id),
-        arch=_arch_of(asic.get("target_graphics_version"), device_id),
+        **_identity_facts(
+            market_name(asic.get("market_name")) or market_name(board.get("product_name")),
+            asic.get("target_graphics_version"),
+            device_id,
+        ),
         compute_units=_int(asic.get("num_compute_units", asic.get("num_of_compute_units"))),
         memory_bytes=quantity_bytes(vram.get("size", vram.get("vram_size_mb")), "MB"),
         l2_cache_bytes=l2,
@@ -288,6 +305,13 @@ def _static_facts(entry: Mapping[str, Any], source: str, position: int) -> AmdGp
     )
 
 
+def found_nothing(tool: str, text: str, fallback: str) -> ToolOutputError:
+    """The error for an output that lists no GPU: the tool's own reason where it printed one
+    (`tool_failures`), else `fallback`."""
+    reason = tool_failures.diagnose(tool.split()[0], clean_text(text))
+    return ToolOutputError(reason.message() if reason is not None else fallback)
+
+
 def json_document(text: str, tool: str) -> Any:
     """The JSON a tool printed, from the first line that opens a list or an object: amd-smi
     prints 'WARNING: User is missing the following required groups ...' first when the user is
@@ -296,7 +320,7 @@ def json_document(text: str, tool: str) -> Any:
     text = clean_text(text)
     start = re.search(r"^\s*[\[{]", text, re.MULTILINE)
     if start is None:
-        raise ToolOutputError(f"{tool} printed no JSON (no line opens a list or an object)")
+        raise found_nothing(tool, text, f"{tool} printed no JSON (no line opens a list or an object)")
     offset = start.start() + len(text[start.start() :]) - len(text[start.start() :].lstrip())
     document = text[offset:]
     try:
@@ -364,7 +388,7 @@ def parse_amd_smi_static_text(text: str) -> list[AmdGpuFacts]:
     """`amd-smi static [sections]` in its human-readable form (what people paste into tickets)."""
     gpus = [(number, block) for kind, number, block in text_blocks(text) if kind == "GPU"]
     if not gpus:
-        raise ToolOutputError("amd-smi static: no 'GPU: N' block in the output")
+        raise found_nothing("amd-smi static", text, "amd-smi static: no 'GPU: N' block in the output")
     return [_static_facts({"gpu": number, **block}, "amd-smi static", i) for i, (number, block) in enumerate(gpus)]
 
 
@@ -395,15 +419,14 @@ def parse_amd_smi_list(text: str) -> list[AmdGpuFacts]:
                 source="amd-smi list",
                 index=number,
                 bdf=normalize_bdf(block.get("bdf")),
-                market_name=_named_by_id(device_id),
-                arch=_arch_of(None, device_id),
+                **_identity_facts(None, None, device_id),
                 partition_id=_int(block.get("partition_id")),
                 uuid=_text(block.get("uuid")),
                 device_id=device_id,
             )
         )
     if not facts:
-        raise ToolOutputError("amd-smi list: no 'GPU: N' block in the output")
+        raise found_nothing("amd-smi list", text, "amd-smi list: no 'GPU: N' block in the output")
     return facts
 
 
@@ -412,8 +435,9 @@ def _rocm_smi_card(index: int, card: Mapping[str, Any], driver: str | None, sour
     'Card Series' / 'Card series'); rocm-smi before 6.x has no GFX Version, only the device id,
     which `--showproduct` prints as the 'Card Model'."""
     fields = {str(k).strip().lower(): v for k, v in card.items()}
-    device_id = identity.pci_id(_text(fields.get("device id", fields.get("gpu id")))) or identity.pci_id(
-        _text(fields.get("card model"))
+    device_id = identity.pci_id(_text(fields.get("device id", fields.get("gpu id")))) or next(
+        (identity.pci_id(value) for value in (fields.get("card series"), fields.get("card model")) if _hex_id(value)),
+        None,
     )
     compute = fields.get("compute partition")
     memory_mode = fields.get("memory partition")
@@ -421,8 +445,9 @@ def _rocm_smi_card(index: int, card: Mapping[str, Any], driver: str | None, sour
         source=source,
         index=index,
         bdf=normalize_bdf(fields.get("pci bus")),
-        market_name=market_name(fields.get("device name") or fields.get("card series")) or _named_by_id(device_id),
-        arch=_arch_of(fields.get("gfx version"), device_id),
+        **_identity_facts(
+            market_name(fields.get("device name") or fields.get("card series")), fields.get("gfx version"), device_id
+        ),
         memory_bytes=_int(fields.get("vram total memory (b)")),
         driver_version=driver or _text(fields.get("driver version")),
         compute_partition=_text(compute),
@@ -554,7 +579,7 @@ def parse_rocm_smi_text(text: str) -> list[AmdGpuFacts]:
     _rocm_smi_showhw(lines, cards)
     _rocm_smi_concise(lines, cards)
     if not cards:
-        raise ToolOutputError("rocm-smi: no GPU line, --showhw table or concise table in the output")
+        raise found_nothing("rocm-smi", text, "rocm-smi: no GPU line, --showhw table or concise table in the output")
     driver = _ROCM_SMI_DRIVER.search(text)
     version = (driver.group(1) or driver.group(2)) if driver else None
     return [_rocm_smi_card(index, cards[index], version, "rocm-smi") for index in sorted(cards)]
@@ -643,7 +668,9 @@ def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
         )
     blocks = agent_blocks(text)
     if not blocks:
-        raise ToolOutputError("rocminfo: no agent in the output (neither 'Agent N' headers nor 'Name:' lines)")
+        raise found_nothing(
+            "rocminfo", text, "rocminfo: no agent in the output (neither 'Agent N' headers nor 'Name:' lines)"
+        )
     rock = _ROCK_VERSION.search(text)
     facts: list[AmdGpuFacts] = []
     for block in blocks:
@@ -659,8 +686,11 @@ def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
                 source="rocminfo",
                 index=len(facts),
                 bdf=bdf_from_bdfid(bdfid) if bdfid else None,
-                market_name=market_name(_rocminfo_field(block, "Marketing Name")),
-                arch=gcn.name if gcn.name.startswith("gfx") else _arch_of(None, device_id),
+                **_identity_facts(
+                    market_name(_rocminfo_field(block, "Marketing Name")),
+                    gcn.name if gcn.name.startswith("gfx") else None,
+                    device_id,
+                ),
                 arch_features=gcn.features,
                 compute_units=_int(_rocminfo_field(block, "Compute Unit")),
                 memory_bytes=_coarse_pool_bytes(block),
@@ -673,7 +703,8 @@ def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
             )
         )
     if not facts:
-        raise _no_gpu_agent(blocks)
+        reason = tool_failures.diagnose("rocminfo", text)
+        raise ToolOutputError(reason.message()) if reason is not None else _no_gpu_agent(blocks)
     return facts
 
 
@@ -703,8 +734,9 @@ def facts_from_amdsmi(
         source=source,
         index=index,
         bdf=normalize_bdf(bdf),
-        market_name=market_name(asic.get("market_name")),
-        arch=_arch_of(asic.get("target_graphics_version"), asic.get("device_id")),
+        **_identity_facts(
+            market_name(asic.get("market_name")), asic.get("target_graphics_version"), asic.get("device_id")
+        ),
         compute_units=_int(asic.get("num_compute_units", asic.get("num_of_compute_units"))),
         memory_bytes=quantity_bytes(vram.get("vram_size", vram.get("vram_size_mb")), "MB"),
         l2_cache_bytes=l2,
@@ -722,13 +754,27 @@ def facts_from_amdsmi(
 def merge_facts(primary: AmdGpuFacts, extra: AmdGpuFacts) -> AmdGpuFacts:
     """Fill the gaps of `primary` with what `extra` knows; `primary` wins where both know. The
     partition modes travel with their source; both tools' errors are kept."""
+    printed = {"name": "market_name", "arch": "arch"}
+    # a fact the primary only derived gives way to one the other tool printed
+    overridden = {
+        field
+        for what, field in printed.items()
+        if what in primary.derived and what not in extra.derived and getattr(extra, field) is not None
+    }
     updates: dict[str, Any] = {
         name: getattr(extra, name)
         for name in primary.__dataclass_fields__
-        if name not in ("source", "errors", "partition_source")
-        and getattr(primary, name) in (None, ())
+        if name not in ("source", "errors", "partition_source", "derived")
+        and (getattr(primary, name) in (None, ()) or name in overridden)
         and getattr(extra, name) not in (None, ())
     }
+    derived = tuple(
+        what
+        for what, field in printed.items()
+        if (what in primary.derived and field not in updates) or (what in extra.derived and field in updates)
+    )
+    if derived != primary.derived:
+        updates["derived"] = derived
     if "compute_partition" in updates or "memory_partition" in updates:
         updates["partition_source"] = primary.partition_source or extra.partition_source
     if extra.errors:

@@ -31,6 +31,7 @@ from rocm_validate.platform import (
     identity,
     partitions,
     peaks,
+    tool_failures,
 )
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.device_info import DeviceInfo
@@ -141,6 +142,7 @@ def build_gpu_info(
         name = who.name or name or "AMD GPU"
     if who is not None and who.arch and not gpu_arch_name.startswith("gfx"):
         gpu_arch_name = who.arch
+    derived = _printed_by_none(facts, isa, amd, gpu_arch_name, who)
     partition = partition_mode(backend, name, gpu_arch_name, compute_units, amd)
     compute_partition = partition.compute if partition else None
     memory_partition = partition.memory if partition else None
@@ -149,10 +151,14 @@ def build_gpu_info(
     notes = [who.problem] if who is not None and who.problem else []
     if product is not None and not compute_units and product.compute_units and count:
         compute_units = product.compute_units // count
+        derived.append("compute units")
     memory = facts.total_memory or (amd.memory_bytes if amd else None)
     if not facts.total_memory and product is not None and count:
         memory, note = _partition_memory(product, count, memory, compute_partition, amd.source if amd else "the tool")
         notes += [note] if note else []
+    if not memory and product is not None and product.memory_gib and count:
+        memory = int(product.memory_gib * 1024**3) // count
+        derived.append("memory")
     if product is not None:
         key = identity.product_key(product, gpu_arch_name, compute_partition, memory_partition)
         aliases = identity.legacy_keys(product, gpu_arch_name, compute_partition, memory_partition, (tool_name,))
@@ -163,6 +169,8 @@ def build_gpu_info(
         sources.append(amd.source)
     if nvml is not None:
         sources.append("nvidia-ml-py")
+    if product is not None and derived:
+        sources.append(derived_source(product, derived))
     preferred = stack.preferred_blas
     attention_library = stack.attention_library
     if backend == "rocm":
@@ -219,6 +227,29 @@ def build_gpu_info(
         sources=tuple(sources),
         errors=(*errors, *(amd.errors if amd else ()), *notes),
     )
+
+
+DERIVED = "derived from the product table"
+
+
+def _printed_by_none(
+    facts: TorchGpuFacts, isa: arch.GcnArch, amd: AmdGpuFacts | None, gpu_arch: str, who: identity.Identity | None
+) -> list[str]:
+    """The name and ISA of a device that neither torch nor a tool printed: the product table's."""
+    if who is None:
+        return []
+    tool_name = amd is not None and amd.market_name and "name" not in amd.derived
+    tool_arch = amd is not None and amd.arch and "arch" not in amd.derived
+    derived = ["name"] if who.product is not None and not facts.name.strip() and not tool_name else []
+    if gpu_arch.startswith("gfx") and not isa.name.startswith("gfx") and not tool_arch:
+        derived.append("arch")
+    return derived
+
+
+def derived_source(product: identity.Product, facts: list[str]) -> str:
+    """How a device says which of its facts no tool printed and the product table filled in:
+    'derived from the product table (AMD Instinct MI300X): compute units, memory'."""
+    return f"{DERIVED} ({product.name}): {', '.join(facts)}"
 
 
 def product_identity(
@@ -381,6 +412,18 @@ def run_tool(command: list[str], timeout_s: float = _SUBPROCESS_TIMEOUT_S) -> st
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {clip(done.stderr.strip(), 200)}")
     return done.stdout
+
+
+def tool_output(command: list[str], timeout_s: float = _SUBPROCESS_TIMEOUT_S) -> str | None:
+    """Everything a tool printed (standard output, then standard error), whatever its exit
+    status; None when it is not on PATH or does not answer in time."""
+    if shutil.which(command[0]) is None:
+        return None
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout + done.stderr
 
 
 def _amdsmi_facts(env: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]:
@@ -611,6 +654,9 @@ def discover_devices(env: Mapping[str, str] | None = None) -> list[DeviceInfo]:
             f"torch.cuda: this {runtime} build of torch sees no usable GPU "
             f"(torch.cuda.is_available() is {available}, device_count() is {count})"
         )
+    if runtime and runtime.startswith("HIP") and not gpus:  # the tools' own words on why, whatever torch said
+        reason = errors.run("tools", lambda: tool_failures.why_no_gpu(tool_output))
+        errors.messages.extend([reason.message()] if reason is not None else [])
     return [*gpus, replace(discover_cpu(torch, env, errors.messages), runtime_version=runtime)]
 
 

@@ -55,6 +55,10 @@ MI250X = _product("AMD Instinct MI250X", "gfx90a", 110, 64, "AMD Instinct MI250X
 MI250 = _product("AMD Instinct MI250", "gfx90a", 104, 64, "AMD Instinct MI250X/MI250")
 MI210 = _product("AMD Instinct MI210", "gfx90a", 104, 64)
 MI100 = _product("AMD Instinct MI100", "gfx908", 120, 32)
+# MI50 came with 16 GB (0x66a0) and 32 GB (0x66a1) of HBM2: no one memory size for the product.
+MI50 = _product("AMD Radeon Instinct MI50", "gfx906", 60, None, "AMD Instinct MI50", "Radeon Instinct MI50")
+MI60 = _product("AMD Radeon Instinct MI60", "gfx906", 64, 32, "AMD Instinct MI60", "Radeon Instinct MI60")
+PRO_VII = _product("AMD Radeon Pro VII", "gfx906", 60, 16, "Radeon Pro VII")
 RX_7900_XTX = _product("AMD Radeon RX 7900 XTX", "gfx1100", 96, 24, "Radeon RX 7900 XTX")
 RX_7900_XT = _product("AMD Radeon RX 7900 XT", "gfx1100", 84, 20, "Radeon RX 7900 XT")
 RX_7900_GRE = _product("AMD Radeon RX 7900 GRE", "gfx1100", 80, 16, "Radeon RX 7900 GRE")
@@ -78,6 +82,9 @@ PRODUCTS: tuple[Product, ...] = (
     MI250,
     MI210,
     MI100,
+    MI50,
+    MI60,
+    PRO_VII,
     RX_7900_XTX,
     RX_7900_XT,
     RX_7900_GRE,
@@ -102,6 +109,8 @@ class PciDevice:
 
 
 PCI_DEVICES: dict[int, PciDevice] = {
+    0x66A0: PciDevice("Vega 20 [Radeon Pro/Radeon Instinct]", (MI50, MI60)),
+    0x66A1: PciDevice("Vega 20 [Radeon Pro VII/Radeon Instinct MI50 32GB]", (MI50, PRO_VII)),
     0x738C: PciDevice("Arcturus GL-XL [Instinct MI100]", (MI100,)),
     0x738E: PciDevice("Arcturus GL-XL [Instinct MI100]", (MI100,)),
     0x7408: PciDevice("Aldebaran/MI200 [Instinct MI250X]", (MI250X,)),
@@ -224,7 +233,7 @@ def _names_only(product: Product, candidates: tuple[Product, ...], name: str) ->
 
 
 _MODEL_RE = re.compile(
-    r"\b(MI\d{3}[A-Z]?|RX\s?\d{4}(?:\s?(?:XTX|XT|GRE))?|W\d{4}|R\d{4})\b",
+    r"\b(MI\d{2,3}[A-Z]?|RX\s?\d{4}(?:\s?(?:XTX|XT|GRE))?|W\d{4}|R\d{4}|Pro\s?VII)\b",
     re.IGNORECASE,
 )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 from collections import Counter
@@ -26,9 +27,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.platform import amd_tools, arch, identity, partitions, peaks
+from rocm_validate.errors import ToolOutputError
+from rocm_validate.platform import amd_smi_views, amd_tools, arch, identity, partitions, peaks, topology
+from rocm_validate.platform.amd_smi_views import GpuMetrics
 from rocm_validate.platform.amd_tools import AmdGpuFacts
 from rocm_validate.platform.devices import (
+    DERIVED,
     DeviceInfo,
     NvmlFacts,
     StackFacts,
@@ -43,6 +47,7 @@ from rocm_validate.platform.nvidia_tools import (
     parse_nvidia_smi_xml,
 )
 from rocm_validate.platform.probing import ProbeErrors, one_line
+from rocm_validate.platform.topology import GpuLink
 
 _ROCM_SMI = ("rocm-smi", "--showproductname", "--showdriverversion", "--showbus", "--showmeminfo", "vram")
 _ROCM_SMI_PARTITIONS = ("--showcomputepartition", "--showmemorypartition")
@@ -64,6 +69,13 @@ SAVED_OUTPUTS: tuple[SavedOutput, ...] = (
         "amd-smi-static.txt", (("amd-smi", "static", *amd_tools.AMD_SMI_STATIC_SECTIONS), ("amd-smi", "static"))
     ),
     SavedOutput("amd-smi-list.txt", (("amd-smi", "list", "-e"), ("amd-smi", "list"))),
+    SavedOutput("amd-smi.txt", (("amd-smi",),)),
+    SavedOutput("amd-smi-partition.json", (("amd-smi", "partition", "--json"),)),
+    SavedOutput("amd-smi-partition.txt", (("amd-smi", "partition"),)),
+    SavedOutput("amd-smi-topology.json", (("amd-smi", "topology", "--json"),)),
+    SavedOutput("amd-smi-topology.txt", (("amd-smi", "topology"),)),
+    SavedOutput("amd-smi-metric.json", (("amd-smi", "metric", "--json"),)),
+    SavedOutput("amd-smi-metric.txt", (("amd-smi", "metric"),)),
     SavedOutput("rocminfo.txt", (("rocminfo",),)),
     SavedOutput("rocm-smi.json", ((*_ROCM_SMI, *_ROCM_SMI_PARTITIONS, "--json"), (*_ROCM_SMI, "--json"))),
     SavedOutput("rocm-smi.txt", ((*_ROCM_SMI, *_ROCM_SMI_PARTITIONS), _ROCM_SMI)),
@@ -76,11 +88,20 @@ KNOWN_FILES = tuple(output.file for output in SAVED_OUTPUTS)
 _AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
     ("amd-smi-static.json", amd_tools.parse_amd_smi_static_json),
     ("amd-smi-static.txt", amd_tools.parse_amd_smi_static_text),
+    ("amd-smi.txt", amd_smi_views.parse_amd_smi_default),
+    ("amd-smi-partition.json", amd_smi_views.parse_amd_smi_partition),
+    ("amd-smi-partition.txt", amd_smi_views.parse_amd_smi_partition),
     ("rocminfo.txt", amd_tools.parse_rocminfo),
     ("rocm-smi.json", amd_tools.parse_rocm_smi_json),
     ("rocm-smi.txt", amd_tools.parse_rocm_smi_text),
     ("amd-smi-list.txt", amd_tools.parse_amd_smi_list),
+    ("amd-smi-topology.json", topology.parse_amd_smi_topology_gpus),
+    ("amd-smi-topology.txt", topology.parse_amd_smi_topology_gpus),
+    ("amd-smi-metric.json", amd_smi_views.parse_amd_smi_metric),
+    ("amd-smi-metric.txt", amd_smi_views.parse_amd_smi_metric),
 )
+_TOPOLOGY_FILES = ("amd-smi-topology.json", "amd-smi-topology.txt")
+_METRIC_FILES = ("amd-smi-metric.json", "amd-smi-metric.txt")
 
 
 @dataclass(frozen=True)
@@ -90,6 +111,10 @@ class OfflineNode:
     files: tuple[str, ...]  # the known files that were read
     devices: tuple[DeviceInfo, ...]
     errors: tuple[str, ...]  # every problem once: unreadable files ('file: Type: message') and parts of them
+    links: tuple[GpuLink, ...] = ()  # amd-smi topology: every ordered pair of GPUs
+    metrics: tuple[GpuMetrics, ...] = ()  # amd-smi metric: each GPU's clocks, power, temperature, ECC counts
+    truncated: tuple[str, ...] = ()  # files cut short ('rocm-smi.txt: [output truncated]')
+    at_least: bool = False  # the GPU count is a floor: no output that lists that many was saved whole
 
 
 def read_saved_outputs(folder: Path) -> dict[str, str]:
@@ -100,7 +125,13 @@ def read_saved_outputs(folder: Path) -> dict[str, str]:
 def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     """The GPUs that saved tool outputs (file name -> text) describe. Pure: no tool runs."""
     errors = ProbeErrors()
-    amd = _merged_amd_facts(outputs, errors)
+    cut = {name: marker for name, text in outputs.items() if (marker := truncation_marker(text))}
+    amd, floor = _merged_amd_facts(outputs, errors, cut)
+    links = _saved(outputs, _TOPOLOGY_FILES, topology.parse_amd_smi_topology)
+    errors.messages.extend(topology.link_problems(links))
+    metrics = _saved(outputs, _METRIC_FILES, amd_smi_views.parse_amd_smi_metric_readings) or _saved(
+        outputs, ("amd-smi.txt",), amd_smi_views.parse_amd_smi_default_readings
+    )
     nvidia: NvidiaSmiLog | None = None
     if "nvidia-smi.xml" in outputs:
         nvidia = errors.run("nvidia-smi.xml", lambda: parse_nvidia_smi_xml(outputs["nvidia-smi.xml"]))
@@ -109,10 +140,60 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     if nvidia is not None:
         devices += [_nvidia_device(gpu, nvidia, unreadable) for gpu in nvidia.gpus]
     every_error = tuple(dict.fromkeys(error for found in (unreadable, *(d.errors for d in devices)) for error in found))
-    return OfflineNode(tuple(name for name in KNOWN_FILES if name in outputs), tuple(devices), every_error)
+    return OfflineNode(
+        tuple(name for name in KNOWN_FILES if name in outputs),
+        tuple(devices),
+        every_error,
+        tuple(links),
+        tuple(metrics),
+        tuple(f"{name}: {marker}" for name, marker in cut.items()),
+        floor,
+    )
 
 
-def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[AmdGpuFacts]:
+def _saved(outputs: Mapping[str, str], names: tuple[str, ...], parse: Callable[[str], list[Any]]) -> list[Any]:
+    """What the first of `names` the folder holds says; a file that does not parse was said
+    already by the GPU listing (`_merged_amd_facts`), so it gives nothing here and no second error."""
+    name = next((n for n in names if n in outputs), None)
+    return ProbeErrors().run(name or "", partial(parse, outputs[name]), []) if name else []
+
+
+# How people and tools mark an output cut short: an author's note, a lone '...' line, a pager's
+# '(END)'-less stop. A JSON document cut short is said by `amd_tools.json_document`.
+_TRUNCATION = re.compile(
+    r"(?:[\[(<] ?)?(?:\.{3}|…)? ?(?:[\[(<] ?)?(?:rest of )?(?:the )?(?:output )?(?:was |is )?truncated\b.*"
+    r"|\[ ?(?:\.{3}|…) ?\]|\.{3,}|…|[<\[] ?snip ?[>\]]|\( ?\d+ more lines?[^)]*\)",
+    re.IGNORECASE,
+)
+
+
+def truncation_marker(text: str) -> str | None:
+    """How an output shows it was cut short, if it does: a marker line ('[output truncated]', a
+    '...' line, '<snip>'), a JSON document that stops before its closing brackets, or an amd-smi
+    text whose last 'GPU: N' block stops part-way (fewer than half the lines of the first)."""
+    text = amd_tools.clean_text(text)
+    marker = next((line.strip() for line in text.splitlines() if _TRUNCATION.fullmatch(line.strip())), None)
+    if marker:
+        return marker
+    if re.match(r"\s*(?:WARNING[^\n]*\n\s*)*[\[{]", text):
+        try:
+            amd_tools.json_document(text, "output")
+        except ToolOutputError as exc:
+            return "the JSON stops before its closing brackets" if "cut short" in str(exc) else None
+        return None
+    blocks = [(number, block) for kind, number, block in amd_tools.text_blocks(text) if kind == "GPU"]
+    if len(blocks) >= 2 and _lines(blocks[-1][1]) * 2 < _lines(blocks[0][1]):
+        return f"GPU {blocks[-1][0]}'s block stops part-way"
+    return None
+
+
+def _lines(block: Mapping[str, Any]) -> int:
+    return sum(_lines(value) if isinstance(value, Mapping) else 1 for value in block.values()) + 1
+
+
+def _merged_amd_facts(
+    outputs: Mapping[str, str], errors: ProbeErrors, cut: Mapping[str, str]
+) -> tuple[list[AmdGpuFacts], bool]:
     """One fact per GPU from every AMD output: the listing with the most GPUs sets the list (a
     disagreement on the count is said), each GPU's facts are folded from every output that lists
     it, the more trusted output first (`_AMD_PARSERS` order), and outputs that describe
@@ -122,7 +203,7 @@ def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[A
     ]
     listings = [(name, listing) for name, listing in listings if listing]
     if not listings:
-        return []
+        return [], False
     base_name, base = max(listings, key=lambda item: len(item[1]))
     paired: list[list[tuple[str, AmdGpuFacts]]] = [[(base_name, f)] for f in base]
     for name, listing in listings:
@@ -136,12 +217,13 @@ def _merged_amd_facts(outputs: Mapping[str, str], errors: ProbeErrors) -> list[A
             if facts is not None:
                 slot.append((name, facts))
         paired += [[(name, f)] for f in listing if f.bdf and not any(f is m for m in matched)]
-    errors.messages.extend(_count_disagreements(listings, base_name, len(paired)))
+    errors.messages.extend(_count_disagreements(listings, base_name, len(paired), cut))
     trust = {name: rank for rank, (name, _) in enumerate(_AMD_PARSERS)}
     merged = [_fold(sorted(slot, key=lambda item: trust[item[0]]), errors) for slot in paired]
     errors.messages.extend(_memory_disagreements(paired, trust))
     errors.messages.extend(_incomplete_packages(merged))
-    return _modes_from_shared_addresses(merged)
+    floor = not any(name not in cut and len(listing) >= len(paired) for name, listing in listings)
+    return _modes_from_shared_addresses(merged), floor
 
 
 def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
@@ -168,9 +250,13 @@ def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
     return problems
 
 
-def _count_disagreements(listings: list[tuple[str, list[AmdGpuFacts]]], base_name: str, described: int) -> list[str]:
-    counts = {name: len(listing) for name, listing in listings}
-    if len(set(counts.values())) == 1:
+def _count_disagreements(
+    listings: list[tuple[str, list[AmdGpuFacts]]], base_name: str, described: int, cut: Mapping[str, str]
+) -> list[str]:
+    """The outputs that list different GPU counts; one cut short ('[output truncated]') listing
+    fewer is expected to, and is no disagreement: the count it gives is a floor."""
+    counts = {name: len(listing) for name, listing in listings if name not in cut or len(listing) >= described}
+    if len(set(counts.values())) <= 1:
         return []
     listed = ", ".join(f"{name} {count}" for name, count in counts.items())
     return [
@@ -271,12 +357,15 @@ def _amd_device(amd: AmdGpuFacts, position: int, errors: tuple[str, ...]) -> Dev
         minor=0,
         total_memory=0,
         multi_processor_count=0,
-        gcn_arch_name=amd.arch or "unknown",
+        gcn_arch_name=amd.arch
+        if amd.arch and "arch" not in amd.derived
+        else "unknown",  # torch's stand-in: printed only
     )
     info = build_gpu_info(
         as_torch, StackFacts(backend="rocm", torch_version="", runtime_version=None), {}, amd=amd, errors=errors
     )
-    return _tools_only(info, tuple(f"saved {source}" for source in amd.source.split("+")))
+    derived = tuple(source for source in info.sources if source.startswith(DERIVED))
+    return _tools_only(info, (*(f"saved {source}" for source in amd.source.split("+")), *derived))
 
 
 def _nvidia_device(gpu: NvidiaGpuFacts, log: NvidiaSmiLog, errors: tuple[str, ...]) -> DeviceInfo:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from rocm_validate.errors import DeviceError, UsageError
 from rocm_validate.platform.device_info import DeviceInfo
+from rocm_validate.platform.tool_failures import NO_GPU_TOOLS
 
 __all__ = ["DeviceSelection", "select_device", "select_devices"]
 
@@ -126,7 +127,7 @@ def select_device(
         expected = gpu_expected(wanted, env or {}, cpu)
         if expected:
             build = f"torch {cpu.torch_version or 'unknown'}"
-            reported = "; ".join(e for e in cpu.errors if e.startswith("torch")) or (
+            reported = "; ".join(e for e in cpu.errors if e.startswith(("torch", *NO_GPU_TOOLS))) or (
                 f"{build} found none" if cpu.runtime_version else f"{build} is a CPU-only build"
             )
             raise DeviceError(
