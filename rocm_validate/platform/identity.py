@@ -55,7 +55,8 @@ MI250X = _product("AMD Instinct MI250X", "gfx90a", 110, 64, "AMD Instinct MI250X
 MI250 = _product("AMD Instinct MI250", "gfx90a", 104, 64, "AMD Instinct MI250X/MI250")
 MI210 = _product("AMD Instinct MI210", "gfx90a", 104, 64)
 MI100 = _product("AMD Instinct MI100", "gfx908", 120, 32)
-# MI50 came with 16 GB (0x66a0) and 32 GB (0x66a1) of HBM2: no one memory size for the product.
+# MI50 came with 16 GB and 32 GB of HBM2, and a 32 GB card has been seen under either ID (pci.ids names
+# 0x66a1 'MI50 32GB', yet lspci reports of 32 GB MI50s show 0x66a0): no one memory size for the product.
 MI50 = _product("AMD Radeon Instinct MI50", "gfx906", 60, None, "AMD Instinct MI50", "Radeon Instinct MI50")
 MI60 = _product("AMD Radeon Instinct MI60", "gfx906", 64, 32, "AMD Instinct MI60", "Radeon Instinct MI60")
 PRO_VII = _product("AMD Radeon Pro VII", "gfx906", 60, 16, "Radeon Pro VII")
