@@ -172,7 +172,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "nodeid": {"type": "string"},
                     "suite": _STRING,
-                    "outcome": {"enum": ["passed", "failed", "skipped", "error", "xfailed", "xpassed"]},
+                    "outcome": {"enum": ["passed", "failed", "skipped", "error", "xfailed", "xpassed", "known-defect"]},
                     "duration_s": {"type": "number"},
                     "message": {"type": "string"},
                     "metrics": {"type": "array", "items": METRIC_SCHEMA},
@@ -182,6 +182,10 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "findings": {"type": "array", "items": FINDING_SCHEMA},
                     "gpu": GPU_REF_SCHEMA,
                     "work": {"enum": ["per-gpu", "shared", "node-wide", None]},
+                    "known_defect": {
+                        "type": ["object", "null"],
+                        "required": ["id", "library", "workaround", "reproduced"],
+                    },
                 },
             },
         },
@@ -219,6 +223,7 @@ class TestResult:
     work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.core.work)
     started: float | None = None  # epoch seconds its first phase began (for where the run's time went)
     stopped: float | None = None  # epoch seconds its last phase ended
+    known_defect: dict[str, Any] | None = None  # the known-defect entry it matched (core.known_defects)
 
     @property
     def title(self) -> str:
@@ -239,6 +244,7 @@ class TestResult:
             "findings": self.findings,
             "gpu": None if self.gpu is None else asdict(self.gpu),
             "work": self.work,
+            "known_defect": self.known_defect,
         }
 
     @property
@@ -435,13 +441,42 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
         )
         if outcomes.count("xfailed"):
             line += f", {outcomes.count('xfailed')} xfailed"
+        if outcomes.count("known-defect"):
+            line += f", {outcomes.count('known-defect')} known-defect"
         lines.append(line)
+        lines.extend(known_defect_lines(by_suite[suite]))
         reasons = Counter(_skip_reason(r.message) for r in by_suite[suite] if r.outcome == "skipped")
         for reason, count in reasons.most_common(top):
             lines.append(f"  {count} skipped: {reason}")
         if len(reasons) > top:
             lines.append(f"  ... {len(reasons) - top} more skip reasons (pytest -rs lists every one)")
     return lines
+
+
+def known_defect_lines(results: Iterable[TestResult]) -> list[str]:
+    """Each known defect the results matched, once: '  2 known-defect: <id> (cudnn 9.19.0): workaround: ...',
+    and '  <id> no longer reproduces (...): remove it' for one whose tests passed."""
+    reproduced: Counter[tuple[str, str, str]] = Counter()
+    fixed: set[tuple[str, str, str]] = set()
+    for result in results:
+        entry = result.known_defect
+        if entry is None:
+            continue
+        key = (str(entry["id"]), str(entry["library"]), str(entry["workaround"]))
+        if entry["reproduced"] and result.outcome == "known-defect":
+            reproduced[key] += 1
+        elif not entry["reproduced"]:
+            fixed.add(key)
+    lines = [f"  {n} known-defect: {i} ({lib}): workaround: {w}" for (i, lib, w), n in sorted(reproduced.items())]
+    lines += [
+        f"  {i} no longer reproduces ({lib}): remove it from the known-defects table" for i, lib, _ in sorted(fixed)
+    ]
+    return lines
+
+
+def known_label(entry: dict[str, Any] | None) -> str | None:
+    """'cudnn-sdpa-njt-backward (cudnn 9.19.0)' for the verdict."""
+    return None if entry is None else f"{entry['id']} ({entry['library']})"
 
 
 def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = ()) -> list[CheckRecord]:
@@ -458,7 +493,16 @@ def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Seq
         return list(node_gpus) if result.work == "node-wide" and node_gpus else [gpu]
 
     return [
-        CheckRecord(index, r.nodeid, (r.category or "crash") if r.failed else None, r.suite, r.fix)
+        CheckRecord(
+            index,
+            r.nodeid,
+            (r.category or "crash") if r.failed else None,
+            r.suite,
+            r.fix,
+            r.gpu.pci_bus_id if r.gpu is not None else None,
+            known_label(r.known_defect),
+            bool(r.known_defect and r.known_defect["reproduced"]),
+        )
         for r in results
         if r.outcome not in ("skipped", "xfailed")
         for index in where(r)
