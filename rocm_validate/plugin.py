@@ -151,7 +151,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.user_properties.append(("rocm_suite", suite))
             if not user_timeout and item.get_closest_marker("timeout") is None:
                 seconds = levels.timeout_for(suite, settings.level, settings.timeout_s)
-                item.add_marker(pytest.mark.timeout(seconds, method="thread" if is_xdist_worker(config) else "signal"))
+                # signal, also in pytest-xdist workers (they run tests in their main thread): a test past its
+                # timeout fails and the worker goes on; one stuck in native code is the watchdog's (core.watchdog)
+                item.add_marker(pytest.mark.timeout(seconds, method="signal"))
             selected.append(item)
         else:
             deselected.append(item)

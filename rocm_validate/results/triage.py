@@ -226,9 +226,9 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
     if hung:
         where = ", ".join(_label(g, records) for g in sorted({r.gpu for r in hung if r.gpu is not None}))
         parts.append(
-            f"hang: {hung[0].check} never returned on {where or 'the host'}: check that GPU (kernel log: Xid or "
-            "amdgpu errors; amd-smi / nvidia-smi for a stuck or lost device), then rerun; a hang that repeats on one "
-            "GPU: drain it"
+            f"hang: {hung[0].check} never returned on {where or 'the host'}: check "
+            f"{'that GPU' if where else 'the host'} (kernel log: Xid or amdgpu errors; amd-smi / nvidia-smi for a "
+            "stuck or lost device), then rerun; a hang that repeats on one GPU: drain it"
         )
     for category, action in (
         ("timeout", "rerun; a hang that repeats points at the driver or the GPU"),
