@@ -218,7 +218,13 @@ def node_folder(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest(
-        "suites/correctness", "-p", "no:cacheprovider", "--rocm-report=r.json", "--junitxml=j.xml", *args
+        "suites/correctness",
+        "-p",
+        "no:cacheprovider",
+        "--rocm-report=r.json",
+        "--junitxml=j.xml",
+        "--rocm-summary=s.md",
+        *args,
     )
 
 
@@ -248,6 +254,8 @@ def test_a_run_whose_only_failure_is_a_known_defect_exits_0_and_says_so(node_fol
     skipped = ElementTree.parse(node_folder.path / "j.xml").getroot().find(".//skipped")
     assert skipped is not None and skipped.get("type") == "pytest.xfail"
     assert "known-defect site-njt (cudnn 9.19.0): enable_cudnn_sdp(False)" in (skipped.get("message") or "")
+    summary = (node_folder.path / "s.md").read_text()
+    assert "| site-njt | cudnn 9.19.0 | known defect | enable_cudnn_sdp(False) |" in summary
 
 
 def test_a_known_defect_fails_the_run_under_strict(node_folder: pytest.Pytester) -> None:
@@ -284,3 +292,23 @@ def test_a_bad_known_defects_file_is_a_usage_error_naming_the_entry(
     result = _run(node_folder, f"--rocm-known-defects={path}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert said in result.stderr.str() + result.stdout.str()
+
+
+def test_the_fleet_counts_each_node_s_known_defects_without_failing_it(tmp_path: Path) -> None:
+    from rocm_validate.fleet import output
+    from rocm_validate.fleet.judge import FleetBuilder
+    from rocm_validate.fleet.reports import summarize
+
+    entry = {"id": "cudnn-sdpa-njt-backward", "library": "cudnn 9.19.0", "workaround": "w", "reproduced": True}
+    tests = [
+        {"nodeid": "suites/correctness/t.py::a", "outcome": "known-defect", "category": None, "known_defect": entry},
+        {"nodeid": "suites/correctness/t.py::b", "outcome": "passed", "category": None},
+    ]
+    data = {"tests": tests, "metrics": [], "device": None, "exit_status": 0, "verdict": "pass: every check"}
+    builder = FleetBuilder()
+    builder.add(summarize(data, tmp_path / "node-1.json"))
+    fleet = builder.result()
+    node = output.to_dict(fleet)["nodes"][0]
+    assert node["known_defects"] == {"cudnn-sdpa-njt-backward (cudnn 9.19.0)": 1}
+    assert node["action"] == "pass"
+    assert "| cudnn-sdpa-njt-backward (cudnn 9.19.0) | 1 |" in output.markdown(fleet)
