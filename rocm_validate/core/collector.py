@@ -188,6 +188,7 @@ class ResultCollector:
             expired=tuple(
                 f"entry {d.id!r} of {d.source} (owner {d.owner}, expired {d.expires})" for d in table.expired
             ),
+            exit_status=self.exit_status,
         )
 
     def verdict(self) -> str | None:

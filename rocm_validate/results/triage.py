@@ -270,6 +270,7 @@ class RunEnd:
     strict: bool = False
     peers: tuple[PeerFlag, ...] = ()  # GPUs worse than their peers (whole-node runs)
     expired: tuple[str, ...] = ()  # site known-defect entries past their date: 'entry X of FILE (owner Y, ...)'
+    exit_status: int | None = None  # the run's, once known: a verdict never says 'pass' beside a non-zero one
 
     @property
     def recorded(self) -> int | None:
@@ -375,4 +376,9 @@ def verdict(records: Sequence[CheckRecord], end: RunEnd | None = None) -> str:
             "asked; rerun it"
         )
         parts = [lead, *(p.replace("pass: every check that ran", "every check that finished") for p in parts)]
+    if end.exit_status and parts[0].startswith("pass: "):  # a cause no row names: never 'pass' beside it
+        parts = [
+            f"exit status {end.exit_status} though no check of a suite failed: read the failures above",
+            *(p.replace("pass: every check that ran", "every check of a suite that ran") for p in parts),
+        ]
     return "rocm-validate verdict: " + "; ".join([*parts, *_notes(records, end)])
