@@ -265,6 +265,9 @@ def test_a_known_defect_fails_the_run_under_strict(node_folder: pytest.Pytester)
     report = json.loads((node_folder.path / "r.json").read_text())
     assert [t["outcome"] for t in report["tests"]] == ["known-defect"]
     assert "known defect site-njt (cudnn 9.19.0) on GPU 0 (--rocm-strict fails a known defect)" in report["verdict"]
+    result.stdout.fnmatch_lines(
+        ["*known-defect site-njt (cudnn 9.19.0): enable_cudnn_sdp(False) (--rocm-strict fails*"]
+    )
 
 
 def test_an_expired_site_entry_fails_the_run_naming_it(node_folder: pytest.Pytester) -> None:

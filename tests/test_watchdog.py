@@ -131,6 +131,7 @@ def test_a_hung_test_leaves_its_report_with_the_hang_category(pytester, workers)
         timeout=90,
     )
     assert result.ret == 1
+    assert result.parseoutcomes()["failed"] == 1  # counted once, also where pytest-xdist saw its worker crash
     report = json.loads((pytester.path / "r.json").read_text())
     tests = {t["nodeid"].split("::")[-1]: t for t in report["tests"]}
     assert tests["test_stuck"]["category"] == "hang"

@@ -167,8 +167,11 @@ def judge(item: pytest.Item, report: pytest.TestReport) -> None:
     entry = (KNOWN_DEFECT_PROPERTY, json.dumps(found.to_dict(reproduced=report.failed)))
     item.user_properties.append(entry)
     report.user_properties.append(entry)
-    if report.failed and not run_state(item.config).settings.strict:
+    if not report.failed:
+        return
+    said = f"known-defect {found.defect.id} ({found.version}): {found.defect.workaround}"
+    if run_state(item.config).settings.strict:
+        report.sections.append(("rocm-validate: known defect", f"{said} (--rocm-strict fails a known defect)"))
+    else:
         report.outcome = "skipped"
-        report.wasxfail = (  # pytest's mark of an expected failure
-            f"known-defect {found.defect.id} ({found.version}): {found.defect.workaround}"
-        )
+        report.wasxfail = said  # pytest's mark of an expected failure

@@ -153,9 +153,9 @@ def report_hang(item: pytest.Item, text: str) -> None:
         capture.suspend_global_capture(in_=True)
     hang = [*item.user_properties, (CATEGORY_PROPERTY, "hang")]
     config.hook.pytest_runtest_logreport(report=_phase(item, "call", "failed", text, hang))
-    config.hook.pytest_runtest_logreport(report=_phase(item, "teardown", "passed", None, hang))
     if is_xdist_worker(config):
-        return
+        return  # the controller turns xdist's report of this worker's crash into the test's teardown
+    config.hook.pytest_runtest_logreport(report=_phase(item, "teardown", "passed", None, hang))
     session = item.session
     after = session.items[session.items.index(item) + 1 :] if item in session.items else []
     why = f"Skipped: not run: the watchdog ended the run after {item.nodeid} hung"
@@ -259,6 +259,26 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         return (yield)
     finally:
         _disarm_run(item.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    """In the controller: a worker the watchdog ended has reported its test as a hang already, so
+    pytest-xdist's 'crashed while running' report of that test becomes its teardown, and pytest,
+    JUnit and the JSON report count the test once, as a hang."""
+    from rocm_validate.core import node
+    from rocm_validate.results.report import on_gpu
+    from rocm_validate.results.triage import CATEGORY_PROPERTY
+
+    worker = getattr(report, "node", None)
+    config = getattr(worker, "config", None)
+    if config is None:
+        return
+    state = run_state(config)
+    result = state.results.get(on_gpu(crashitem, node.report_gpu(report, state)))
+    if result is not None and result.category == "hang":
+        report.outcome, report.when, report.longrepr = "passed", "teardown", None
+        report.user_properties = [(CATEGORY_PROPERTY, "hang")]
 
 
 def pytest_enter_pdb(config: pytest.Config) -> None:
