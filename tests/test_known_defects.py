@@ -315,3 +315,45 @@ def test_the_fleet_counts_each_node_s_known_defects_without_failing_it(tmp_path:
     assert node["known_defects"] == {"cudnn-sdpa-njt-backward (cudnn 9.19.0)": 1}
     assert node["action"] == "pass"
     assert "| cudnn-sdpa-njt-backward (cudnn 9.19.0) | 1 |" in output.markdown(fleet)
+
+
+PLANT = """
+import torch.nn.functional as F
+
+SDPA = F.scaled_dot_product_attention
+
+
+def wrong_on_nested(q, k, v, *args, **kwargs):
+    return SDPA(q * 1.5 if q.is_nested else q, k, v, *args, **kwargs)
+
+
+def pytest_configure(config):
+    F.scaled_dot_product_attention = wrong_on_nested
+"""
+
+
+def test_the_real_suite_s_failure_is_matched_on_its_failed_checks(tmp_path: Path) -> None:
+    """The packed-attention test of the suite itself, with nested-tensor attention planted wrong on
+    the CPU and a site entry keyed on torch: its failed checks reach the matching, so it is a known defect."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "plant_nested_attention.py").write_text(PLANT)
+    repo = Path(__file__).resolve().parents[1]
+    test = "suites/correctness/test_packed_attention.py::test_packed_attention_keeps_every_sequence_to_itself"
+    entry = json.loads(_site(library="torch", backend="cpu", archs=["*"], versions={"min": "2.0"}))
+    entry["defects"][0].update(tests=[f"{test}[*-njt-math]"], checks=["packed.njt-math.*"], expires="2099-01-01")
+    (tmp_path / "site.json").write_text(json.dumps(entry))
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", f"{test}[float32-njt-math]", "--rocm-device=cpu", "-p", "no:cacheprovider",
+            "-p", "plant_nested_attention", f"--rocm-known-defects={tmp_path / 'site.json'}",
+            f"--rocm-report={tmp_path / 'r.json'}",
+        ],
+        cwd=repo, env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [t["outcome"] for t in report["tests"]] == ["known-defect"], done.stdout[-3000:]
+    assert done.returncode == 0
+    assert report["tests"][0]["known_defect"]["library"].startswith("torch 2.")

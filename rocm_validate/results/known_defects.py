@@ -136,7 +136,8 @@ class StackFacts:
     libraries: tuple[tuple[str, str], ...] = ()
 
     def library_version(self, name: str) -> str | None:
-        return dict(self.libraries).get(name)
+        """A library's version as discovered; 'torch' is torch's own (a defect of torch itself)."""
+        return self.torch_version if name == "torch" else dict(self.libraries).get(name)
 
 
 @dataclass(frozen=True)
