@@ -24,7 +24,7 @@ from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.core.suites import suite_of_nodeid
 from rocm_validate.core.work import BESIDE_SUITES, TIMING_SUITES, WORK_PROPERTY
-from rocm_validate.results.known_defects import KNOWN_DEFECT_PROPERTY, known_defect_of
+from rocm_validate.results.known_defects import KNOWN_DEFECT_PROPERTY, Matched, known_defect_of
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
     PROPERTY_PREFIX,
@@ -44,7 +44,7 @@ COLLECTOR_NAME = "rocm_validate_collector"
 
 def _outcome(report: pytest.TestReport) -> str:
     known = known_defect_of(report.user_properties)
-    if known is not None and known["reproduced"]:
+    if known is not None and known.reproduced:
         return "known-defect"  # an expected failure, or under --rocm-strict a failure, of a known stack defect
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
@@ -97,9 +97,8 @@ def readable_properties(properties: list[tuple[str, Any]]) -> list[tuple[str, An
         elif name == NUMERICS_PROPERTY:
             shown.append((name, numerics_summary(json.loads(value))))
         elif name == KNOWN_DEFECT_PROPERTY:
-            entry = json.loads(value)
-            state = "known defect" if entry["reproduced"] else "no longer reproduces: remove it"
-            shown.append((name, f"{entry['id']} ({entry['library']}), {state}; workaround: {entry['workaround']}"))
+            known = Matched.from_dict(json.loads(value))
+            shown.append((name, f"{known.label}, {known.state}; workaround: {known.workaround}"))
         elif name == FINDINGS_PROPERTY:
             shown.append((name, "; ".join(f"{f['check']} {f['status']}: {f['found']}" for f in json.loads(value))))
         else:

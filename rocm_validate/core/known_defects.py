@@ -164,7 +164,7 @@ def judge(item: pytest.Item, report: pytest.TestReport) -> None:
         found = match(table.live, facts, item.nodeid, None)
     if found is None:
         return
-    entry = (KNOWN_DEFECT_PROPERTY, json.dumps(found.to_dict(reproduced=report.failed)))
+    entry = (KNOWN_DEFECT_PROPERTY, json.dumps(found.matched(reproduced=report.failed).to_dict()))
     item.user_properties.append(entry)
     report.user_properties.append(entry)
     if not report.failed:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any
 
@@ -141,21 +141,51 @@ class StackFacts:
 
 
 @dataclass(frozen=True)
+class Matched:
+    """What a test's report carries of the entry it matched: the entry, the library version found,
+    the workaround, and whether the defect reproduced (False: the test passed)."""
+
+    id: str
+    library: str  # the library and its version as found: 'cudnn 9.19.0'
+    workaround: str
+    upstream: tuple[str, ...] = ()
+    source: str = SHIPPED
+    reproduced: bool = True
+
+    @property
+    def label(self) -> str:
+        """'cudnn-sdpa-njt-backward (cudnn 9.19.0)'."""
+        return f"{self.id} ({self.library})"
+
+    @property
+    def state(self) -> str:
+        return "known defect" if self.reproduced else "no longer reproduces: remove it"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "upstream": list(self.upstream)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Matched:
+        return cls(
+            str(data["id"]),
+            str(data["library"]),
+            str(data["workaround"]),
+            tuple(data.get("upstream") or ()),
+            str(data.get("source") or SHIPPED),
+            bool(data["reproduced"]),
+        )
+
+
+@dataclass(frozen=True)
 class Match:
     """An entry a test's failure (or pass) matched, with the library version found."""
 
     defect: KnownDefect
     version: str  # as readable: 'cudnn 9.19.0'
 
-    def to_dict(self, reproduced: bool) -> dict[str, Any]:
-        return {
-            "id": self.defect.id,
-            "library": self.version,
-            "workaround": self.defect.workaround,
-            "upstream": list(self.defect.upstream),
-            "source": self.defect.source,
-            "reproduced": reproduced,
-        }
+    def matched(self, reproduced: bool) -> Matched:
+        d = self.defect
+        return Matched(d.id, self.version, d.workaround, d.upstream, d.source, reproduced)
 
 
 def glob(name: str, pattern: str) -> bool:
@@ -237,9 +267,9 @@ def match(
     return None
 
 
-def known_defect_of(properties: Iterable[tuple[str, Any]]) -> dict[str, Any] | None:
-    """The entry a test's properties carry (Match.to_dict), if any."""
-    return next((json.loads(v) for n, v in properties if n == KNOWN_DEFECT_PROPERTY), None)
+def known_defect_of(properties: Iterable[tuple[str, Any]]) -> Matched | None:
+    """The entry a test's properties carry, if any."""
+    return next((Matched.from_dict(json.loads(v)) for n, v in properties if n == KNOWN_DEFECT_PROPERTY), None)
 
 
 # --- loading ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from rocm_validate import __version__
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
+from rocm_validate.results.known_defects import Matched
 from rocm_validate.results.metrics import GpuRef, Metric, format_number
 from rocm_validate.results.triage import CATEGORIES, CheckRecord
 
@@ -223,7 +224,7 @@ class TestResult:
     work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.core.work)
     started: float | None = None  # epoch seconds its first phase began (for where the run's time went)
     stopped: float | None = None  # epoch seconds its last phase ended
-    known_defect: dict[str, Any] | None = None  # the known-defect entry it matched (core.known_defects)
+    known_defect: Matched | None = None  # the known-defect entry it matched (core.known_defects)
 
     @property
     def title(self) -> str:
@@ -244,7 +245,7 @@ class TestResult:
             "findings": self.findings,
             "gpu": None if self.gpu is None else asdict(self.gpu),
             "work": self.work,
-            "known_defect": self.known_defect,
+            "known_defect": None if self.known_defect is None else self.known_defect.to_dict(),
         }
 
     @property
@@ -456,27 +457,15 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
 def known_defect_lines(results: Iterable[TestResult]) -> list[str]:
     """Each known defect the results matched, once: '  2 known-defect: <id> (cudnn 9.19.0): workaround: ...',
     and '  <id> no longer reproduces (...): remove it' for one whose tests passed."""
-    reproduced: Counter[tuple[str, str, str]] = Counter()
-    fixed: set[tuple[str, str, str]] = set()
-    for result in results:
-        entry = result.known_defect
-        if entry is None:
-            continue
-        key = (str(entry["id"]), str(entry["library"]), str(entry["workaround"]))
-        if entry["reproduced"] and result.outcome == "known-defect":
-            reproduced[key] += 1
-        elif not entry["reproduced"]:
-            fixed.add(key)
-    lines = [f"  {n} known-defect: {i} ({lib}): workaround: {w}" for (i, lib, w), n in sorted(reproduced.items())]
-    lines += [
-        f"  {i} no longer reproduces ({lib}): remove it from the known-defects table" for i, lib, _ in sorted(fixed)
+    reproduced = Counter(r.known_defect for r in results if r.known_defect and r.outcome == "known-defect")
+    fixed = {r.known_defect for r in results if r.known_defect and not r.known_defect.reproduced}
+    lines = [
+        f"  {n} known-defect: {k.label}: workaround: {k.workaround}" for k, n in sorted(reproduced.items(), key=str)
     ]
-    return lines
-
-
-def known_label(entry: dict[str, Any] | None) -> str | None:
-    """'cudnn-sdpa-njt-backward (cudnn 9.19.0)' for the verdict."""
-    return None if entry is None else f"{entry['id']} ({entry['library']})"
+    return lines + [
+        f"  {k.id} no longer reproduces ({k.library}): remove it from the known-defects table"
+        for k in sorted(fixed, key=str)
+    ]
 
 
 def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = ()) -> list[CheckRecord]:
@@ -500,8 +489,8 @@ def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Seq
             r.suite,
             r.fix,
             r.gpu.pci_bus_id if r.gpu is not None else None,
-            known_label(r.known_defect),
-            bool(r.known_defect and r.known_defect["reproduced"]),
+            r.known_defect.label if r.known_defect else None,
+            bool(r.known_defect and r.known_defect.reproduced),
         )
         for r in results
         if r.outcome not in ("skipped", "xfailed")

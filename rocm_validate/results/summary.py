@@ -147,13 +147,7 @@ def known_defect_table(results: Iterable[TestResult]) -> Table:
     """Each test a known-defect entry matched: the entry, the library version found, the
     workaround, and whether it still reproduces."""
     rows = tuple(
-        (
-            r.title,
-            str(r.known_defect["id"]),
-            str(r.known_defect["library"]),
-            "known defect" if r.known_defect["reproduced"] else "no longer reproduces: remove it",
-            str(r.known_defect["workaround"]),
-        )
+        (r.title, r.known_defect.id, r.known_defect.library, r.known_defect.state, r.known_defect.workaround)
         for r in results
         if r.known_defect is not None
     )
