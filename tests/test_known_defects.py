@@ -207,6 +207,13 @@ def _site_file(path: Path, expires: str = "2099-01-01", tests: tuple[str, ...] =
     return path
 
 
+def _unknown_key(path: Path) -> Path:
+    data = json.loads(path.read_text())
+    data["defects"][0]["expiry"] = "2099-01-01"
+    path.write_text(json.dumps(data))
+    return path
+
+
 @pytest.fixture
 def node_folder(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST)
@@ -285,8 +292,12 @@ def test_an_expired_site_entry_fails_the_run_naming_it(node_folder: pytest.Pytes
         (lambda p: _site_file(p / "s.json", expires="soon"), "entry 1 ('site-njt'): expires='soon' is not a date"),
         (lambda p: _site_file(p / "s.json", tests=("suites/correctness/nothere.py::t",)), "entry 'site-njt'"),
         (lambda p: _site_file(p / "s.json", tests=("suites/correctness/test_njt.py::test_gone",)), "no test matches"),
+        (
+            lambda p: _unknown_key(_site_file(p / "s.json")),
+            "entry 1 ('site-njt'): Additional properties are not allowed ('expiry' was unexpected)",
+        ),
     ],
-    ids=["missing-file", "bad-date", "no-such-file", "no-such-test"],
+    ids=["missing-file", "bad-date", "no-such-file", "no-such-test", "unknown-key"],
 )
 def test_a_bad_known_defects_file_is_a_usage_error_naming_the_entry(
     node_folder: pytest.Pytester, make: object, said: str

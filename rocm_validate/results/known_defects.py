@@ -302,7 +302,7 @@ def parse_table(text: str, source: str, site: bool) -> tuple[KnownDefect, ...]:
     entries, seen = [], set()
     for index, raw in enumerate(data["defects"]):
         name = _entry_name(raw, index)
-        problems = schema_errors(raw, ENTRY_SCHEMA)
+        problems = [p.removeprefix("<top>: ") for p in schema_errors(raw, ENTRY_SCHEMA)]
         if problems:
             raise DefectTableError(f"{source}: {name}: {'; '.join(problems[:3])}")
         if site and ("owner" not in raw or "expires" not in raw):
