@@ -100,11 +100,11 @@ def load(config: pytest.Config) -> KnownDefects:
                 f"{flag}: entry {defect.id!r} of {path} matches nothing: no test file {', '.join(missing)} under "
                 f"{config.rootpath}; test ids are as pytest prints them, from the rootdir"
             )
-    ids = {d.id for d in shipped()}
-    clash = [d.id for d in site if d.id in ids]
+    package = shipped()
+    clash = [d.id for d in site if d.id in {p.id for p in package}]
     if clash:
         raise UsageError(f"{flag}: entry {clash[0]!r} of {path} has the id of a shipped entry; give it its own id")
-    return KnownDefects((*shipped(), *site), path)
+    return KnownDefects((*package, *site), path)
 
 
 def known_defects(config: pytest.Config) -> KnownDefects:
