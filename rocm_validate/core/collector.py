@@ -204,7 +204,13 @@ class ResultCollector:
         facts = self.state.node
         node_gpus = [d.index for d in facts.devices if d.is_gpu and d.index is not None] if facts is not None else []
         return verdict(
-            check_records(results, device.index if device is not None and device.is_gpu else None, node_gpus), end
+            check_records(
+                results,
+                device.index if device is not None and device.is_gpu else None,
+                node_gpus,
+                device.pci_bus_id if device is not None else None,
+            ),
+            end,
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

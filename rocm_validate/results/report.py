@@ -468,11 +468,14 @@ def known_defect_lines(results: Iterable[TestResult]) -> list[str]:
     ]
 
 
-def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = ()) -> list[CheckRecord]:
+def check_records(
+    results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = (), bdf: str | None = None
+) -> list[CheckRecord]:
     """The triage verdict's input from this run's results: every test that ran (skips validated
     nothing) on its own GPU in a whole-node run, else on the run's GPU (`gpu`, None for the CPU);
     preflight checks are the host's; a node-wide test of a whole-node run (`node_gpus`) ran on
-    every one of its GPUs (a collective, a verdict pooling every GPU's share)."""
+    every one of its GPUs (a collective, a verdict pooling every GPU's share). `bdf` is the run's GPU's
+    PCI address (a single-GPU run's results carry none of their own)."""
 
     def where(result: TestResult) -> list[int | None]:
         if result.suite == "preflight":
@@ -488,7 +491,7 @@ def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Seq
             (r.category or "crash") if r.failed else None,
             r.suite,
             r.fix,
-            r.gpu.pci_bus_id if r.gpu is not None else None,
+            r.gpu.pci_bus_id if r.gpu is not None else (bdf if index == gpu else None),
             r.known_defect.label if r.known_defect else None,
             bool(r.known_defect and r.known_defect.reproduced),
         )
