@@ -131,6 +131,7 @@ def test_a_hung_gpu_is_reported_as_a_hang_naming_the_gpu_and_its_bdf(pytester: p
         "--rocm-suite=correctness", "--rocm-timeout=1", "--rocm-report=report.json", *NODE_ARGS, timeout=120
     )
     assert result.ret == 1
+    assert result.parseoutcomes()["failed"] == 1  # the hang, once: xdist's report of the ended worker is folded in
     report = json.loads((pytester.path / "report.json").read_text())
     hung = [t for t in report["tests"] if t["category"] == "hang"]
     assert [(t["nodeid"].split("::")[1], t["gpu"]["index"]) for t in hung] == [("test_a_hang", 1)]
