@@ -101,6 +101,7 @@ class NodeRecord:
     below_peers: tuple[str, ...]
     contention: str
     gpus: int
+    known_defects: tuple[str, ...] = ()  # known-defect outcomes: tracked defects, not failing the node
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ class FleetBuilder:
                 below_peers=node.below_peers,
                 contention=node.contention,
                 gpus=node.gpus,
+                known_defects=node.known_defects,
             )
         )
 
