@@ -262,7 +262,7 @@ def test_another_tools_output_fills_what_a_broken_section_lost(tmp_path):
         (
             "rocminfo.txt",
             "ROCk module is NOT loaded, possibly no GPU devices\n",
-            "rocminfo.txt: ToolOutputError: rocminfo says the ROCk module is NOT loaded",
+            'rocminfo.txt: ToolOutputError: rocminfo said "ROCk module is NOT loaded, possibly no GPU devices"',
         ),
     ],
 )

@@ -169,6 +169,14 @@ EXPECTED = {
         4,
         ("AMD Instinct MI210", "gfx90a", 104, 64.0, None, None, (), "amd-instinct-mi210-gfx90a", 181.0, "6.10.5"),
     ),
+    "mi250-agent-paste-from-uuid": (
+        1,
+        ("AMD Instinct MI250", "gfx90a", 104, 64.0, None, None, (), "amd-instinct-mi250-gfx90a", 181.0, None),
+    ),
+    "mi100-x2-csv-rocm4": (
+        2,
+        ("AMD Instinct MI100", "gfx908", 120, 32.0, None, None, (), "amd-instinct-mi100-gfx908", None, None),
+    ),
     "rx7900xt-wsl-rocm6.3.4": (
         1,
         ("AMD Radeon RX 7900 XT", "gfx1100", 84, 19.9, None, None, (), "amd-radeon-rx-7900-xt-gfx1100", None, None),
@@ -214,9 +222,42 @@ def test_radeon_cards_of_one_shared_id_without_a_cu_count_keep_the_ids_family_na
     assert any("is AMD Radeon RX 9070 XT or AMD Radeon RX 9070 or AMD Radeon RX 9070 GRE" in e for e in rx9070.errors)
 
 
+def test_a_boards_name_printed_as_the_subsystem_tells_a_card_the_series_name_leaves_open():
+    xtx, other_xtx, igpu = describe(NODES / "rx7900-x2-raphael-showproductname").devices
+    assert (xtx.name, xtx.arch, xtx.compute_units, xtx.device_key) == (
+        "AMD Radeon RX 7900 XTX",
+        "gfx1100",
+        96,
+        "amd-radeon-rx-7900-xtx-gfx1100",
+    )
+    assert other_xtx.device_key == xtx.device_key
+    assert (igpu.name, igpu.arch, igpu.compute_units) == ("Raphael", "gfx1036", None)
+
+
+def test_a_series_name_listing_several_cards_names_none_of_them(tmp_path):
+    text = (NODES / "rx7900-x2-raphael-showproductname" / "rocm-smi.txt").read_text()
+    without_board = re.sub(r"Subsystem ID: \tNITRO\+ RX 7900 XTX Vapor-X", "Subsystem ID: \t0x471e", text)
+    first = described_with(tmp_path, {"rocm-smi.txt": without_board}).devices[0]
+    assert first.compute_units is None and first.device_key.startswith("navi-31-radeon-rx-7900-xt-7900-xtx")
+    assert any("does not tell which" in error for error in first.errors)
+
+
+def test_a_paste_of_only_rocm_smi_showtopo_counts_the_gpus_and_reads_their_links():
+    node = describe(NODES / "pcie-x4-showtopo-only")
+    assert len(node.devices) == 4 and node.errors == ()
+    assert {(link.link_type, link.hops, link.weight) for link in node.links} == {("PCIE", 3, 52)}
+    assert len({link.pair for link in node.links}) == 6
+    assert all(d.arch == "unknown" and d.compute_units is None for d in node.devices)
+
+
 def test_every_real_node_folder_has_its_expectation_and_its_source():
     folders = {p.name for p in NODES.iterdir() if p.is_dir()}
-    assert folders == set(EXPECTED) | {"mi300a-gpu-init-failed-rocm6.4", "rx9070xt-r9700-rocm7.1.1"}
+    assert folders == set(EXPECTED) | {
+        "mi300a-gpu-init-failed-rocm6.4",
+        "rx9070xt-r9700-rocm7.1.1",
+        "rx7900-x2-raphael-showproductname",
+        "pcie-x4-showtopo-only",
+    }
     readme = (AMD / "README.md").read_text()
     assert all(f"nodes/{folder}" in readme for folder in folders)
 

@@ -39,6 +39,14 @@ CASES = {
         "Unable to get devices, driver not initialized (amdgpu not found in modules)",
         ("sudo modprobe amdgpu",),
     ),
+    "rock-not-live-mi50-rocm6.2.4": (
+        "ROCk module is NOT live, possibly no GPU devices",
+        ("sudo modprobe amdgpu",),
+    ),
+    "rocm-smi-json-no-amd-gpus-rocm6.3.6": (
+        "WARNING: No AMD GPUs specified",
+        ("lspci -d 1002:",),
+    ),
 }
 
 

@@ -245,7 +245,11 @@ def _model(text: str) -> str:
 
 
 def _models(text: str) -> list[str]:
-    """'AMD Instinct MI250X/MI250' -> ['MI250X', 'MI250']; 'Radeon RX 7900 XTX' -> ['RX7900XTX']."""
+    """'AMD Instinct MI250X/MI250' -> ['MI250X', 'MI250']; 'Radeon RX 7900 XTX' -> ['RX7900XTX'];
+    pci.ids' 'Radeon RX 7900 XT/7900 XTX/7900M' -> ['RX7900XT', 'RX7900XTX'] (each model after a
+    slash keeps the 'RX' of the first)."""
+    if re.search(r"\bRX\s?\d{4}", text, re.IGNORECASE):
+        text = re.sub(r"/\s*(?=\d{4})", "/RX ", text)
     return [re.sub(r"\s", "", m).upper() for m in _MODEL_RE.findall(text)]
 
 

@@ -83,6 +83,19 @@ SAVED_OUTPUTS: tuple[SavedOutput, ...] = (
 )
 KNOWN_FILES = tuple(output.file for output in SAVED_OUTPUTS)
 
+
+def _rocm_smi_text(text: str) -> list[AmdGpuFacts]:
+    """rocm-smi text; a paste of only `rocm-smi --showtopo` lists its GPUs by its matrices."""
+    try:
+        return amd_tools.parse_rocm_smi_text(text)
+    except ToolOutputError:
+        try:
+            return topology.parse_amd_smi_topology_gpus(text, "rocm-smi --showtopo")
+        except ToolOutputError:
+            pass
+        raise
+
+
 # The AMD outputs in the order their facts are trusted: the first that lists GPUs sets the list
 # (and the GPU count), the others fill its gaps, matched by PCI address or, without one, by order.
 _AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
@@ -93,14 +106,15 @@ _AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
     ("amd-smi-partition.txt", amd_smi_views.parse_amd_smi_partition),
     ("rocminfo.txt", amd_tools.parse_rocminfo),
     ("rocm-smi.json", amd_tools.parse_rocm_smi_json),
-    ("rocm-smi.txt", amd_tools.parse_rocm_smi_text),
+    ("rocm-smi.txt", _rocm_smi_text),
     ("amd-smi-list.txt", amd_tools.parse_amd_smi_list),
     ("amd-smi-topology.json", topology.parse_amd_smi_topology_gpus),
     ("amd-smi-topology.txt", topology.parse_amd_smi_topology_gpus),
     ("amd-smi-metric.json", amd_smi_views.parse_amd_smi_metric),
     ("amd-smi-metric.txt", amd_smi_views.parse_amd_smi_metric),
 )
-_TOPOLOGY_FILES = ("amd-smi-topology.json", "amd-smi-topology.txt")
+_TOPOLOGY_FILES = ("amd-smi-topology.json", "amd-smi-topology.txt", "rocm-smi.txt")
+
 _METRIC_FILES = ("amd-smi-metric.json", "amd-smi-metric.txt")
 
 

@@ -71,7 +71,7 @@ _RULES: tuple[_Rule, ...] = (
         "check `dmesg | grep kfd`; `sudo mount -o remount,exec /dev`",
     ),
     _rule(
-        r"amdgpu not found in modules|Unable to detect any GPU devices|ROCk module is NOT loaded",
+        r"amdgpu not found in modules|Unable to detect any GPU devices|ROCk module is NOT (?:loaded|live)",
         "the amdgpu kernel driver is not loaded, so no tool can see a GPU",
         "`sudo modprobe amdgpu` and check `dmesg | grep amdgpu` (install amdgpu-dkms for this kernel if it "
         "fails); where amdgpu is built into the kernel, an older rocm-smi misreads it: use amd-smi",

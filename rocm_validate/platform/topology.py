@@ -1,5 +1,6 @@
 """Links between GPUs as `amd-smi topology` prints them: link type, hops, weight, P2P access and
-the NUMA bandwidth range of every pair, in text or `--json`, ROCm 6.0 through 7.x.
+the NUMA bandwidth range of every pair, in text or `--json`, ROCm 6.0 through 7.x; and the same
+matrices as `rocm-smi --showtopo` prints them.
 
 What the collectives suite and its P2P check are owed by a node: which pairs copy peer to peer
 (`p2p_pairs`, named as the suite names its metrics, 'gpu0-gpu3'), over what link, and which pairs
@@ -125,6 +126,20 @@ class _Links:
         return [self.links[key] for key in sorted(self.links)]
 
 
+# rocm-smi --showtopo's banners: '=== Weight between two GPUs ===', 'Link Type between two GPUs' ...
+_ROCM_SMI_TITLE = re.compile(r"^\s*=+\s*(.*?)\s*=+\s*$")
+_ROCM_SMI_TABLES = {"weight": "WEIGHT", "hops": "HOPS", "link type": "LINK_TYPE", "access": "ACCESS"}
+
+
+def _rocm_smi_table(title: str) -> str | None:
+    """The table a rocm-smi banner opens ('Hops between two GPUs' -> HOPS), or None for any other
+    banner (which ends the table before it)."""
+    words = title.lower()
+    if "between two gpus" not in words:
+        return None
+    return next((table for key, table in _ROCM_SMI_TABLES.items() if words.startswith(key)), None)
+
+
 def _read_text(text: str, found: _Links) -> None:
     title: str | None = None
     columns: list[str] = []
@@ -132,6 +147,10 @@ def _read_text(text: str, found: _Links) -> None:
         heading = re.match(r"^\s*([A-Z][A-Z0-9 _-]*?)\s*TABLE\s*:\s*$", line)
         if heading:
             title, columns = heading.group(1).strip().replace(" ", "_").replace("-", "_"), []
+            continue
+        banner = _ROCM_SMI_TITLE.match(line)
+        if banner:
+            title, columns = _rocm_smi_table(banner.group(1)), []
             continue
         cells = line.split()
         if title is None or not cells:
@@ -197,14 +216,14 @@ def parse_amd_smi_topology(text: str) -> list[GpuLink]:
     return links
 
 
-def parse_amd_smi_topology_gpus(text: str) -> list[AmdGpuFacts]:
+def parse_amd_smi_topology_gpus(text: str, tool: str = TOPOLOGY) -> list[AmdGpuFacts]:
     """The GPUs the topology view lists (index and PCI address), so a folder holding only this
     view still counts them."""
     links = parse_amd_smi_topology(text)
     addresses = {link.source: link.source_bdf for link in links} | {
         link.target: link.target_bdf for link in links if link.target_bdf
     }
-    return [AmdGpuFacts(source=TOPOLOGY, index=gpu, bdf=addresses.get(gpu)) for gpu in sorted(addresses)]
+    return [AmdGpuFacts(source=tool, index=gpu, bdf=addresses.get(gpu)) for gpu in sorted(addresses)]
 
 
 def p2p_pairs(links: list[GpuLink]) -> list[tuple[int, int]]:
