@@ -169,6 +169,21 @@ EXPECTED = {
         4,
         ("AMD Instinct MI210", "gfx90a", 104, 64.0, None, None, (), "amd-instinct-mi210-gfx90a", 181.0, "6.10.5"),
     ),
+    "mi350x-dpx-concise-cut": (
+        8,
+        (
+            "AMD Instinct MI350X",
+            "gfx950",
+            128,
+            144.0,  # derived: half the MI350X's 288 GB
+            "DPX",
+            "NPS1",
+            OCP,
+            "amd-instinct-mi350x-gfx950-dpx",
+            1153.45,
+            None,
+        ),
+    ),
     "mi250-agent-paste-from-uuid": (
         1,
         ("AMD Instinct MI250", "gfx90a", 104, 64.0, None, None, (), "amd-instinct-mi250-gfx90a", 181.0, None),
@@ -248,6 +263,20 @@ def test_a_paste_of_only_rocm_smi_showtopo_counts_the_gpus_and_reads_their_links
     assert {(link.link_type, link.hops, link.weight) for link in node.links} == {("PCIE", 3, 52)}
     assert len({link.pair for link in node.links}) == 6
     assert all(d.arch == "unknown" and d.compute_units is None for d in node.devices)
+
+
+def test_a_table_whose_last_row_stops_after_its_first_cell_makes_the_count_a_floor():
+    node = describe(NODES / "mi350x-dpx-concise-cut")
+    assert node.at_least and node.truncated == ("rocm-smi.txt: the table's last row stops after '8'",)
+    assert not any("disagree" in error for error in node.errors)
+
+
+def test_a_full_last_row_or_a_closing_banner_is_no_cut(tmp_path):
+    text = (NODES / "mi350x-dpx-concise-cut" / "rocm-smi.txt").read_text()
+    whole = text.rsplit("\n8\n", 1)[0] + "\n"
+    assert offline.truncation_marker(whole) is None
+    assert offline.truncation_marker(whole + "=" * 60 + "\n") is None
+    assert not described_with(tmp_path, {"rocm-smi.txt": whole}).at_least
 
 
 def test_every_real_node_folder_has_its_expectation_and_its_source():

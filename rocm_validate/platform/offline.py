@@ -198,6 +198,21 @@ def truncation_marker(text: str) -> str | None:
     blocks = [(number, block) for kind, number, block in amd_tools.text_blocks(text) if kind == "GPU"]
     if len(blocks) >= 2 and _lines(blocks[-1][1]) * 2 < _lines(blocks[0][1]):
         return f"GPU {blocks[-1][0]}'s block stops part-way"
+    return _cut_last_row(text)
+
+
+_ROW_HEAD = re.compile(r"\d+|(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+def _cut_last_row(text: str) -> str | None:
+    """A table whose last row stops after its first cells ('8' under a row of 13 cells starting
+    '7', a PCI address alone under a row of them): the paste was cut in the middle of the table."""
+    rows = [line.split() for line in text.splitlines() if line.strip()]
+    if len(rows) < 2 or len(rows[-2]) < 4 or len(rows[-1]) * 2 >= len(rows[-2]):
+        return None
+    last, before = rows[-1][0], rows[-2][0]
+    if _ROW_HEAD.fullmatch(last) and _ROW_HEAD.fullmatch(before) and last.isdigit() == before.isdigit():
+        return f"the table's last row stops after {' '.join(rows[-1])!r}"
     return None
 
 
