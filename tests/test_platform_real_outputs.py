@@ -279,6 +279,25 @@ def test_a_full_last_row_or_a_closing_banner_is_no_cut(tmp_path):
     assert not described_with(tmp_path, {"rocm-smi.txt": whole}).at_least
 
 
+def test_cut_short_amd_smi_views_of_one_node_are_combined_without_a_problem():
+    node = describe(NODES / "mi300x-x8-amd-smi-blog-cut")
+    assert node.at_least and len(node.devices) == 8 and len(node.truncated) == 4
+    assert node.errors == ()
+    named = [d for d in node.devices if d.name == "AMD Instinct MI300X"]
+    assert [d.pci_bus_id for d in named] == ["0000:05:00.0", "0000:26:00.0", "0000:46:00.0"]
+    assert all(d.compute_partition == "SPX" and d.compute_units == 304 for d in named)
+    (reading,) = node.metrics
+    assert reading.index == 0 and "saved amd-smi metric" in node.devices[0].sources
+
+
+def test_no_mode_is_inferred_for_the_last_address_of_a_listing_cut_short(tmp_path):
+    folder = NODES / "mi300x-x8-amd-smi-blog-cut"
+    node = described_with(tmp_path, {"amd-smi-static.txt": (folder / "amd-smi-static.txt").read_text()})
+    (gpu,) = node.devices
+    assert node.at_least and gpu.name == "AMD Instinct MI300X"
+    assert (gpu.compute_partition, gpu.compute_units, gpu.memory_bytes) == (None, None, None)
+
+
 def test_every_real_node_folder_has_its_expectation_and_its_source():
     folders = {p.name for p in NODES.iterdir() if p.is_dir()}
     assert folders == set(EXPECTED) | {
@@ -286,6 +305,7 @@ def test_every_real_node_folder_has_its_expectation_and_its_source():
         "rx9070xt-r9700-rocm7.1.1",
         "rx7900-x2-raphael-showproductname",
         "pcie-x4-showtopo-only",
+        "mi300x-x8-amd-smi-blog-cut",
     }
     readme = (AMD / "README.md").read_text()
     assert all(f"nodes/{folder}" in readme for folder in folders)

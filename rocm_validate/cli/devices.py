@@ -138,6 +138,7 @@ def _print_device(device: Any, with_errors: bool = True) -> None:
         print(f"    baselines stored under its older keys are read too: {', '.join(device.key_aliases)}")
     if device.partition_source:
         modes = "/".join(m for m in (device.compute_partition, device.memory_partition) if m)
-        print(f"    partition {modes} from {device.partition_source}")
+        said = device.partition_source
+        print(f"    partition {modes} {said if said.startswith('inferred') else f'from {said}'}")
     for error in device.errors if with_errors else ():
         print(f"    probe failed: {error}")

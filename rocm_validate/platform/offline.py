@@ -239,6 +239,8 @@ def _merged_amd_facts(
         if name == base_name:
             continue
         matched = amd_tools.match_facts([slot[0][1].bdf for slot in paired], listing)
+        if not any(matched) and name in cut and len(listing) < len(paired) and not any(f.bdf for f in listing):
+            matched = [*listing, *[None] * (len(paired) - len(listing))]  # a cut-short listing is the first GPUs
         if not any(matched):
             errors.messages.append(_unpaired(name, listing, base_name))
             continue
@@ -252,7 +254,7 @@ def _merged_amd_facts(
     errors.messages.extend(_memory_disagreements(paired, trust))
     errors.messages.extend(_incomplete_packages(merged))
     floor = not any(name not in cut and len(listing) >= len(paired) for name, listing in listings)
-    return _modes_from_shared_addresses(merged), floor
+    return _modes_from_shared_addresses(merged, floor), floor
 
 
 def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
@@ -346,16 +348,22 @@ def _memory_disagreements(paired: list[list[tuple[str, AmdGpuFacts]]], trust: Ma
     ]
 
 
-def _modes_from_shared_addresses(facts: list[AmdGpuFacts]) -> list[AmdGpuFacts]:
+def _modes_from_shared_addresses(facts: list[AmdGpuFacts], cut_short: bool = False) -> list[AmdGpuFacts]:
     """The compute mode of GPUs no tool gave one for, and whose CU count is not known either,
     inferred from how many of them a listing puts behind one PCI device (three MI300A partitions
-    at 0000:01:00 are TPX)."""
+    at 0000:01:00 are TPX). Where the listing was cut short, the last address listed may have
+    more partitions past the cut: its GPUs get no mode."""
     counts = Counter(amd_tools.pci_device_address(f.bdf) for f in facts if f.bdf)
+    addressed = [f.bdf for f in facts if f.bdf]
+    open_address = amd_tools.pci_device_address(addressed[-1]) if cut_short and addressed else None
     result = []
     for f in facts:
         mode = None
         if f.bdf and f.arch and not (f.compute_partition or f.memory_partition or f.compute_units):
             address = amd_tools.pci_device_address(f.bdf)
+            if address == open_address:
+                result.append(f)
+                continue
             mode = partitions.infer_from_shared_address(f.market_name or "", f.arch, counts[address], address)
         result.append(f if mode is None else replace(f, compute_partition=mode.compute, partition_source=mode.source))
     return result
