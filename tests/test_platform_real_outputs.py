@@ -188,6 +188,10 @@ EXPECTED = {
         1,
         ("AMD Instinct MI250", "gfx90a", 104, 64.0, None, None, (), "amd-instinct-mi250-gfx90a", 181.0, None),
     ),
+    "rx9070xt-agent-paste-mid": (
+        1,
+        ("AMD Radeon RX 9070 XT", "gfx1201", 64, 16.0, None, None, OCP, "amd-radeon-rx-9070-xt-gfx1201", None, None),
+    ),
     "mi100-x2-csv-rocm4": (
         2,
         ("AMD Instinct MI100", "gfx908", 120, 32.0, None, None, (), "amd-instinct-mi100-gfx908", None, None),
