@@ -313,16 +313,42 @@ def found_nothing(tool: str, text: str, fallback: str) -> ToolOutputError:
     return ToolOutputError(reason.message() if reason is not None else fallback)
 
 
+# What people paste before a tool's JSON: its warning ('WARNING: User is missing ...'), the shell
+# prompt and command ('[root@node ~]# amd-smi static --json', 'user@host:~$ ...', '$ ...').
+_PROMPT = re.compile(r"\s*(?:\[[^\]\n]*\]\s*[#$%]|[\w.-]+@[\w.-]+:[^\n]*?[#$]|[$#%>])(?:\s.*)?")
+_PREAMBLE = re.compile(rf"(?:{_PROMPT.pattern}|\s*WARNING\b.*|\s*)")
+
+
+def _json_line(line: str) -> bool:
+    return line.lstrip().startswith(("[", "{")) and not _PROMPT.fullmatch(line.rstrip("\r\n"))
+
+
+def json_start(text: str) -> int | None:
+    """Where the first line that opens a list or an object starts (a prompt such as
+    '[root@node ~]# ...' opens neither), or None."""
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if _json_line(line):
+            return offset + len(line) - len(line.lstrip())
+        offset += len(line)
+    return None
+
+
+def looks_like_json(text: str) -> bool:
+    """Whether the output is JSON: its first line past the prompt and warnings opens a list or an object."""
+    first = next((line for line in clean_text(text).splitlines() if not _PREAMBLE.fullmatch(line)), "")
+    return _json_line(first)
+
+
 def json_document(text: str, tool: str) -> Any:
     """The JSON a tool printed, from the first line that opens a list or an object: amd-smi
     prints 'WARNING: User is missing the following required groups ...' first when the user is
     not in the render / video groups; text after the document (a prompt, a log line) is ignored.
     A document that stops before its closing brackets is said to be cut short, with the line."""
     text = clean_text(text)
-    start = re.search(r"^\s*[\[{]", text, re.MULTILINE)
-    if start is None:
+    offset = json_start(text)
+    if offset is None:
         raise found_nothing(tool, text, f"{tool} printed no JSON (no line opens a list or an object)")
-    offset = start.start() + len(text[start.start() :]) - len(text[start.start() :].lstrip())
     document = text[offset:]
     try:
         return json.JSONDecoder().raw_decode(document)[0]
@@ -402,7 +428,7 @@ def device_id_of_uuid(uuid: str | None) -> int | None:
 
 def _list_entries(text: str) -> list[tuple[int, Mapping[str, Any]]]:
     """`amd-smi list` blocks as (GPU number, fields): the text form, or its `--json` list."""
-    if re.match(r"\s*[\[{]", clean_text(text)):
+    if looks_like_json(text):
         data = json_document(text, "amd-smi list --json")
         entries = data.get("gpu_data", []) if isinstance(data, Mapping) else data
         return [(_int(e.get("gpu")) or i, e) for i, e in enumerate(entries or []) if isinstance(e, Mapping)]

@@ -189,7 +189,7 @@ def truncation_marker(text: str) -> str | None:
     marker = next((line.strip() for line in text.splitlines() if _TRUNCATION.fullmatch(line.strip())), None)
     if marker:
         return marker
-    if re.match(r"\s*(?:WARNING[^\n]*\n\s*)*[\[{]", text):
+    if amd_tools.looks_like_json(text):
         try:
             amd_tools.json_document(text, "output")
         except ToolOutputError as exc:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rocm_validate.platform.amd_smi_views import json_documents
-from rocm_validate.platform.amd_tools import AmdGpuFacts, clean_text, found_nothing, normalize_bdf
+from rocm_validate.platform.amd_tools import AmdGpuFacts, clean_text, found_nothing, looks_like_json, normalize_bdf
 
 TOPOLOGY = "amd-smi topology"
 _BDF = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
@@ -206,7 +206,7 @@ def _read_json(text: str, found: _Links) -> None:
 def parse_amd_smi_topology(text: str) -> list[GpuLink]:
     """`amd-smi topology [-a -w -o -t -b ...] [--json]`: one link per ordered pair of GPUs."""
     found = _Links()
-    if re.match(r"\s*(?:WARNING[^\n]*\n\s*)*[\[{]", clean_text(text)):
+    if looks_like_json(text):
         _read_json(text, found)
     else:
         _read_text(text, found)
