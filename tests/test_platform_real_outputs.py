@@ -302,6 +302,13 @@ def test_no_mode_is_inferred_for_the_last_address_of_a_listing_cut_short(tmp_pat
     assert (gpu.compute_partition, gpu.compute_units, gpu.memory_bytes) == (None, None, None)
 
 
+def test_a_topology_table_cut_after_its_first_rows_still_counts_every_gpu_its_header_names():
+    node = describe(NODES / "x8-showtopo-hops-cut")
+    assert len(node.devices) == 8 and node.errors == ()
+    assert {link.hops for link in node.links} == {1}
+    assert {link.pair for link in node.links} >= {(0, 7), (1, 5)}
+
+
 def test_every_real_node_folder_has_its_expectation_and_its_source():
     folders = {p.name for p in NODES.iterdir() if p.is_dir()}
     assert folders == set(EXPECTED) | {
@@ -310,6 +317,7 @@ def test_every_real_node_folder_has_its_expectation_and_its_source():
         "rx7900-x2-raphael-showproductname",
         "pcie-x4-showtopo-only",
         "mi300x-x8-amd-smi-blog-cut",
+        "x8-showtopo-hops-cut",
     }
     readme = (AMD / "README.md").read_text()
     assert all(f"nodes/{folder}" in readme for folder in folders)

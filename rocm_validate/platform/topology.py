@@ -220,9 +220,11 @@ def parse_amd_smi_topology_gpus(text: str, tool: str = TOPOLOGY) -> list[AmdGpuF
     """The GPUs the topology view lists (index and PCI address), so a folder holding only this
     view still counts them."""
     links = parse_amd_smi_topology(text)
-    addresses = {link.source: link.source_bdf for link in links} | {
-        link.target: link.target_bdf for link in links if link.target_bdf
-    }
+    addresses: dict[int, str | None] = {}
+    for gpu, bdf in [(link.source, link.source_bdf) for link in links] + [
+        (link.target, link.target_bdf) for link in links
+    ]:
+        addresses[gpu] = addresses.get(gpu) or bdf  # a table cut after its first rows still names every column
     return [AmdGpuFacts(source=tool, index=gpu, bdf=addresses.get(gpu)) for gpu in sorted(addresses)]
 
 
