@@ -267,6 +267,7 @@ def test_a_paste_of_only_rocm_smi_showtopo_counts_the_gpus_and_reads_their_links
     assert {(link.link_type, link.hops, link.weight) for link in node.links} == {("PCIE", 3, 52)}
     assert len({link.pair for link in node.links}) == 6
     assert all(d.arch == "unknown" and d.compute_units is None for d in node.devices)
+    assert node.links_tool == "rocm-smi --showtopo"
 
 
 def test_a_table_whose_last_row_stops_after_its_first_cell_makes_the_count_a_floor():

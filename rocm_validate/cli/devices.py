@@ -96,7 +96,7 @@ def _describe_saved(folder: Path, as_json: bool) -> int:
             "them (rocm-validate bundle DIR saves every output)"
         )
     if node.links:
-        print(f"links (amd-smi topology): {topology.describe_links(list(node.links))}")
+        print(f"links ({node.links_tool}): {topology.describe_links(list(node.links))}")
     for reading in node.metrics:
         print(f"GPU {reading.index} now (amd-smi metric): {reading.summary()}")
     for error in node.errors:

@@ -129,6 +129,7 @@ class OfflineNode:
     metrics: tuple[GpuMetrics, ...] = ()  # amd-smi metric: each GPU's clocks, power, temperature, ECC counts
     truncated: tuple[str, ...] = ()  # files cut short ('rocm-smi.txt: [output truncated]')
     at_least: bool = False  # the GPU count is a floor: no output that lists that many was saved whole
+    links_tool: str = "amd-smi topology"  # the view the links were read from
 
 
 def read_saved_outputs(folder: Path) -> dict[str, str]:
@@ -142,7 +143,9 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     cut = {name: marker for name, text in outputs.items() if (marker := truncation_marker(text))}
     amd, floor = _merged_amd_facts(outputs, errors, cut)
     links = _saved(outputs, _TOPOLOGY_FILES, topology.parse_amd_smi_topology)
-    errors.messages.extend(topology.link_problems(links))
+    links_file = next((name for name in _TOPOLOGY_FILES if name in outputs), "")
+    links_tool = "rocm-smi --showtopo" if links_file == "rocm-smi.txt" else topology.TOPOLOGY
+    errors.messages.extend(topology.link_problems(links, links_tool))
     metrics = _saved(outputs, _METRIC_FILES, amd_smi_views.parse_amd_smi_metric_readings) or _saved(
         outputs, ("amd-smi.txt",), amd_smi_views.parse_amd_smi_default_readings
     )
@@ -162,6 +165,7 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
         tuple(metrics),
         tuple(f"{name}: {marker}" for name, marker in cut.items()),
         floor,
+        links_tool,
     )
 
 

@@ -264,7 +264,7 @@ def describe_links(links: list[GpuLink]) -> str:
     return f"{len(gpus)} GPUs, {len(pairs)} pairs: {said}"
 
 
-def link_problems(links: list[GpuLink]) -> list[str]:
+def link_problems(links: list[GpuLink], tool: str = TOPOLOGY) -> list[str]:
     """Pairs that break the node's own pattern: on a node whose pairs are mostly XGMI, a pair over
     PCIe (an XGMI link down, or a GPU outside the hive), and pairs whose P2P access is refused."""
     pairs: dict[tuple[int, int], GpuLink] = {}
@@ -277,14 +277,14 @@ def link_problems(links: list[GpuLink]) -> list[str]:
         if odd:
             named = ", ".join(f"{pair_name(link.pair)} ({link.link_type})" for link in odd)
             problems.append(
-                f"{TOPOLOGY}: {named} not over XGMI where the other {kinds['XGMI']} pairs are: an XGMI link is down "
+                f"{tool}: {named} not over XGMI where the other {kinds['XGMI']} pairs are: an XGMI link is down "
                 "or a GPU is outside the hive, so P2P and collectives between them run over PCIe; check "
                 "`amd-smi xgmi` and `dmesg | grep -i xgmi`"
             )
     refused = [pair_name(link.pair) for link in pairs.values() if link.accessible is False]
     if refused and len(refused) < len(pairs):
         problems.append(
-            f"{TOPOLOGY}: no P2P access between {', '.join(refused)} while the other pairs have it: peer-to-peer "
+            f"{tool}: no P2P access between {', '.join(refused)} while the other pairs have it: peer-to-peer "
             "copies between them go through host memory"
         )
     return problems
