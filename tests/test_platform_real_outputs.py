@@ -310,6 +310,14 @@ def test_a_topology_table_cut_after_its_first_rows_still_counts_every_gpu_its_he
     assert {link.pair for link in node.links} >= {(0, 7), (1, 5)}
 
 
+def test_an_amd_smi_text_pasted_from_inside_a_block_is_cut_short_and_its_two_product_name_stays_open():
+    node = describe(NODES / "mi60-mi50-amd-smi-static-cut")
+    (gpu,) = node.devices
+    assert node.at_least and "starts part-way into the block before GPU 3" in node.truncated[0]
+    assert (gpu.name, gpu.arch, gpu.compute_units) == ("AMD Instinct MI60 / MI50", "gfx906", None)
+    assert any("does not tell which" in error for error in gpu.errors)
+
+
 def test_every_real_node_folder_has_its_expectation_and_its_source():
     folders = {p.name for p in NODES.iterdir() if p.is_dir()}
     assert folders == set(EXPECTED) | {
@@ -319,6 +327,7 @@ def test_every_real_node_folder_has_its_expectation_and_its_source():
         "pcie-x4-showtopo-only",
         "mi300x-x8-amd-smi-blog-cut",
         "x8-showtopo-hops-cut",
+        "mi60-mi50-amd-smi-static-cut",
     }
     readme = (AMD / "README.md").read_text()
     assert all(f"nodes/{folder}" in readme for folder in folders)

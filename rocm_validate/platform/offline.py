@@ -202,7 +202,20 @@ def truncation_marker(text: str) -> str | None:
     blocks = [(number, block) for kind, number, block in amd_tools.text_blocks(text) if kind == "GPU"]
     if len(blocks) >= 2 and _lines(blocks[-1][1]) * 2 < _lines(blocks[0][1]):
         return f"GPU {blocks[-1][0]}'s block stops part-way"
+    if blocks and _starts_inside_a_block(text):
+        return f"the output starts part-way into the block before GPU {blocks[0][0]}"
     return _cut_last_row(text)
+
+
+_BLOCK_HEAD = re.compile(r"^[ \t]*(?:GPU|CPU|CORE|NIC|SWITCH)[ \t]*:[ \t]*\d+[ \t]*$", re.MULTILINE)
+
+
+def _starts_inside_a_block(text: str) -> bool:
+    """An amd-smi text whose first block header ('GPU: N', 'CPU: N', ...) comes after indented
+    'KEY: value' lines: the paste begins inside the block of a device it does not show."""
+    head = _BLOCK_HEAD.search(text)
+    before = text[: head.start()] if head else ""
+    return any(re.match(r"[ \t]+[A-Z][A-Z0-9_ ]*:", line) for line in before.splitlines())
 
 
 _ROW_HEAD = re.compile(r"\d+|(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
