@@ -8,6 +8,7 @@ DIR does not exist or holds none of the known files: one line, no traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,14 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except BrokenPipeError:  # the reader stopped early (`| head`): what it read was printed whole
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     from rocm_validate.platform.devices import discover_devices
 
     if args.saved is not None:
