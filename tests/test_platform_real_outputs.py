@@ -318,6 +318,21 @@ def test_an_amd_smi_text_pasted_from_inside_a_block_is_cut_short_and_its_two_pro
     assert any("does not tell which" in error for error in gpu.errors)
 
 
+def test_a_rocminfo_cut_before_its_gpu_agents_does_not_say_the_driver_initialised_none():
+    node = describe(NODES / "rocm-smi-1gpu-rocminfo-cut")
+    assert len(node.devices) == 1 and not node.at_least
+    (error,) = node.errors
+    assert "cut short" in error and "initialised no GPU" not in error
+    assert node.truncated == ("rocminfo.txt: rocminfo's agent 1 stops before its ISA Info",)
+
+
+def test_a_whole_rocminfo_without_a_gpu_agent_still_says_the_driver_initialised_none(tmp_path):
+    text = (NODES / "rocm-smi-1gpu-rocminfo-cut" / "rocminfo.txt").read_text()
+    whole = text + "      Cacheline Size:          64\n  ISA Info:\n*** Done ***\n"
+    node = described_with(tmp_path, {"rocminfo.txt": whole})
+    assert node.truncated == () and "initialised no GPU" in node.errors[0]
+
+
 def test_every_real_node_folder_has_its_expectation_and_its_source():
     folders = {p.name for p in NODES.iterdir() if p.is_dir()}
     assert folders == set(EXPECTED) | {
@@ -328,6 +343,7 @@ def test_every_real_node_folder_has_its_expectation_and_its_source():
         "mi300x-x8-amd-smi-blog-cut",
         "x8-showtopo-hops-cut",
         "mi60-mi50-amd-smi-static-cut",
+        "rocm-smi-1gpu-rocminfo-cut",
     }
     readme = (AMD / "README.md").read_text()
     assert all(f"nodes/{folder}" in readme for folder in folders)

@@ -699,6 +699,17 @@ def agent_blocks(text: str) -> list[str]:
     return [before, *blocks] if _rocminfo_field(before, "Device Type") else blocks
 
 
+def rocminfo_cut(text: str) -> str | None:
+    """How a rocminfo shows it was cut short, if it does: no '*** Done ***' line and its last agent
+    stopping before its 'ISA Info' section."""
+    blocks = agent_blocks(clean_text(text))
+    if not blocks or "*** Done ***" in text or not any(_rocminfo_field(b, "Device Type") for b in blocks):
+        return None
+    if re.search(r"^[ \t]*ISA Info", blocks[-1], re.MULTILINE) or re.search(r"^[ \t]*ISA \d+:", blocks[-1], re.M):
+        return None
+    return f"rocminfo's agent {len(blocks)} stops before its ISA Info"
+
+
 def _no_gpu_agent(blocks: list[str]) -> ToolOutputError:
     """Why a rocminfo that lists agents lists no GPU, and what to do."""
     cpus = [_rocminfo_field(b, "Marketing Name") or _rocminfo_field(b, "Name") or "?" for b in blocks]
@@ -761,7 +772,14 @@ def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
         )
     if not facts:
         reason = tool_failures.diagnose("rocminfo", text)
-        raise ToolOutputError(reason.message()) if reason is not None else _no_gpu_agent(blocks)
+        if reason is not None:
+            raise ToolOutputError(reason.message())
+        if rocminfo_cut(text):
+            raise ToolOutputError(
+                f"rocminfo stops part-way through agent {len(blocks)} and lists no GPU agent before the cut: the "
+                "output was cut short, which says nothing of the GPUs; save the whole `rocminfo` again"
+            )
+        raise _no_gpu_agent(blocks)
     return facts
 
 

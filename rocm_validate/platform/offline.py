@@ -204,7 +204,7 @@ def truncation_marker(text: str) -> str | None:
         return f"GPU {blocks[-1][0]}'s block stops part-way"
     if blocks and _starts_inside_a_block(text):
         return f"the output starts part-way into the block before GPU {blocks[0][0]}"
-    return _cut_last_row(text)
+    return amd_tools.rocminfo_cut(text) or _cut_last_row(text)
 
 
 _BLOCK_HEAD = re.compile(r"^[ \t]*(?:GPU|CPU|CORE|NIC|SWITCH)[ \t]*:[ \t]*\d+[ \t]*$", re.MULTILINE)
