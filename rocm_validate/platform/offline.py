@@ -113,7 +113,7 @@ _AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
     ("amd-smi-metric.json", amd_smi_views.parse_amd_smi_metric),
     ("amd-smi-metric.txt", amd_smi_views.parse_amd_smi_metric),
 )
-_TOPOLOGY_FILES = ("amd-smi-topology.json", "amd-smi-topology.txt", "rocm-smi.txt")
+_TOPOLOGY_FILES = ("amd-smi-topology.json", "amd-smi-topology.txt", "rocm-smi.txt", "rocm-smi.json")
 
 _METRIC_FILES = ("amd-smi-metric.json", "amd-smi-metric.txt")
 
@@ -142,9 +142,8 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     errors = ProbeErrors()
     cut = {name: marker for name, text in outputs.items() if (marker := truncation_marker(text))}
     amd, floor = _merged_amd_facts(outputs, errors, cut)
-    links = _saved(outputs, _TOPOLOGY_FILES, topology.parse_amd_smi_topology)
-    links_file = next((name for name in _TOPOLOGY_FILES if name in outputs), "")
-    links_tool = "rocm-smi --showtopo" if links_file == "rocm-smi.txt" else topology.TOPOLOGY
+    links_file, links = _first_links(outputs)
+    links_tool = "rocm-smi --showtopo" if links_file.startswith("rocm-smi") else topology.TOPOLOGY
     errors.messages.extend(topology.link_problems(links, links_tool))
     metrics = _saved(outputs, _METRIC_FILES, amd_smi_views.parse_amd_smi_metric_readings) or _saved(
         outputs, ("amd-smi.txt",), amd_smi_views.parse_amd_smi_default_readings
@@ -167,6 +166,15 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
         floor,
         links_tool,
     )
+
+
+def _first_links(outputs: Mapping[str, str]) -> tuple[str, list[GpuLink]]:
+    """The links of the first saved output that has any (amd-smi topology, then rocm-smi --showtopo)."""
+    for name in (n for n in _TOPOLOGY_FILES if n in outputs):
+        links = ProbeErrors().run(name, partial(topology.parse_amd_smi_topology, outputs[name]), [])
+        if links:
+            return name, links
+    return "", []
 
 
 def _saved(outputs: Mapping[str, str], names: tuple[str, ...], parse: Callable[[str], list[Any]]) -> list[Any]:

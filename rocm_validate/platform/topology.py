@@ -128,7 +128,13 @@ class _Links:
 
 # rocm-smi --showtopo's banners: '=== Weight between two GPUs ===', 'Link Type between two GPUs' ...
 _ROCM_SMI_TITLE = re.compile(r"^\s*=+\s*(.*?)\s*=+\s*$")
-_ROCM_SMI_TABLES = {"weight": "WEIGHT", "hops": "HOPS", "link type": "LINK_TYPE", "access": "ACCESS"}
+_ROCM_SMI_TABLES = {
+    "weight": "WEIGHT",
+    "hops": "HOPS",
+    "link type": "LINK_TYPE",
+    "access": "ACCESS",
+    "link access": "ACCESS",
+}
 
 
 def _rocm_smi_table(title: str) -> str | None:
@@ -175,8 +181,22 @@ def _entries(document: Any) -> list[Mapping[str, Any]]:
     return [e for e in document if isinstance(e, Mapping)] if isinstance(document, list) else []
 
 
+# rocm-smi --showtopo --json: {"system": {"(Topology) Hops between DRM devices 0 and 1": "1", ...}}
+_ROCM_SMI_KEY = re.compile(r"\(Topology\)\s*(.+?)\s+between DRM devices (\d+) and (\d+)", re.IGNORECASE)
+
+
+def _read_rocm_smi_json(document: Any, found: _Links) -> None:
+    system = document.get("system") if isinstance(document, Mapping) else None
+    for key, cell in (system or {}).items() if isinstance(system, Mapping) else ():
+        match = _ROCM_SMI_KEY.fullmatch(str(key).strip())
+        table = _rocm_smi_table(f"{match.group(1)} between two GPUs") if match else None
+        if match and table:
+            found.set(int(match.group(2)), int(match.group(3)), _FIELDS[table], cell, (None, None))
+
+
 def _read_json(text: str, found: _Links) -> None:
     for document in json_documents(text):
+        _read_rocm_smi_json(document, found)
         for position, entry in enumerate(_entries(document)):
             bdf = normalize_bdf(entry.get("bdf"))
             source = _int(entry.get("gpu"))
