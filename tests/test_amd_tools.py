@@ -393,3 +393,26 @@ def test_a_printed_name_is_not_marked_derived_and_wins_over_a_derived_one():
     printed = amd_tools.AmdGpuFacts("rocminfo", market_name="AMD Instinct MI300X OAM", arch="gfx942")
     merged = amd_tools.merge_facts(derived, printed)
     assert (merged.market_name, merged.derived) == ("AMD Instinct MI300X OAM", ())
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["[root@node01 ~]# amd-smi list --json", "user@node01:~$ amd-smi list --json", "$ amd-smi list --json"],
+)
+def test_a_shell_prompt_pasted_before_the_json_is_not_read_as_the_json(prompt):
+    document = '[{"gpu": 0, "bdf": "0000:05:00.0", "uuid": "afff74a1-0000-1000-8054-e92b0a5d57c8"}]'
+    (gpu,) = amd_tools.parse_amd_smi_list(f"{prompt}\n{document}\n[root@node01 ~]#\n")
+    assert (gpu.bdf, gpu.device_id) == ("0000:05:00.0", 0x74A1)
+
+
+def test_a_json_paste_of_only_a_prompt_and_a_warning_says_no_json_was_printed():
+    # rocm-smi's answer to --showrasinfo --json (ROCm/legacy-rocm-build#4374)
+    text = "[root@vipa1278 ~]# rocm-smi --json --showrasinfo \nWARNING: No JSON data to report\n[root@vipa1278 ~]# \n"
+    with pytest.raises(ToolOutputError, match="printed no JSON"):
+        amd_tools.parse_rocm_smi_json(text)
+
+
+def test_a_json_list_or_object_is_still_json_after_a_prompt_line_that_is_not():
+    assert amd_tools.looks_like_json('WARNING: User is missing the render group\n[{"gpu": 0}]')
+    assert amd_tools.looks_like_json('$ amd-smi metric --json\n{"gpu_data": []}')
+    assert not amd_tools.looks_like_json("[root@node ~]# amd-smi list\nGPU: 0\n    BDF: 0000:05:00.0\n")

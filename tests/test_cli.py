@@ -267,3 +267,11 @@ def test_devices_from_json_carries_links_pairs_and_readings_in_the_devices_schem
     ]
     assert data["p2p_pairs"] == [] and [m["power_w"] for m in data["metrics"]] == [11.0, 17.0]
     assert len(data["devices"]) == 2 and data["at_least"] is False
+
+
+def test_devices_from_piped_into_a_reader_that_stops_early_ends_without_a_traceback():
+    folder = Path(__file__).parent / "fixtures" / "amd" / "nodes" / "mi300x-cpx-nps4-x8-rocm6.3"
+    command = f"{sys.executable} -m rocm_validate.cli.main devices --from {folder} | true"  # `true` reads nothing
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr

@@ -148,3 +148,15 @@ def test_vega_20_ids_name_gfx906_and_the_cus_or_name_split_them(units, name, pro
 def test_a_vega_20_sharing_its_id_with_a_pro_vii_is_told_apart_by_its_name():
     who = identity.identify("0x66a1", "Radeon Instinct MI50 32GB", None, 60)
     assert (who.product.name if who.product else None, who.arch) == ("AMD Radeon Instinct MI50", "gfx906")
+
+
+def test_an_mi60_under_0x66a1_is_told_by_its_cus():
+    who = identity.identify("0x66a1", None, None, 64)
+    assert who.product is not None and who.product.name == "AMD Radeon Instinct MI60"
+
+
+def test_a_name_that_names_two_products_names_neither_even_if_the_id_lists_one():
+    # amd-smi's market name for 0x66a1 (gpustack/gpustack#3509)
+    who = identity.identify("0x66a1", "AMD Instinct MI60 / MI50", "gfx906", None)
+    assert who.product is None and who.arch == "gfx906"
+    assert "does not tell which" in (who.problem or "")

@@ -262,7 +262,7 @@ def test_another_tools_output_fills_what_a_broken_section_lost(tmp_path):
         (
             "rocminfo.txt",
             "ROCk module is NOT loaded, possibly no GPU devices\n",
-            "rocminfo.txt: ToolOutputError: rocminfo says the ROCk module is NOT loaded",
+            'rocminfo.txt: ToolOutputError: rocminfo said "ROCk module is NOT loaded, possibly no GPU devices"',
         ),
     ],
 )
@@ -412,3 +412,24 @@ def test_the_rocm_7_summary_and_partition_views_alone_describe_a_dpx_node(tmp_pa
         "derived from the product table (AMD Instinct MI300X): arch, compute units",
     )
     assert [m.temperature_c for m in node.metrics[:2]] == [40.0, None]
+
+
+def test_rocm_smi_showtopo_json_pairs_are_the_links_and_a_pcie_pair_among_xgmi_is_said():
+    # rocm-smi --showtopo --json keys its upper triangle under "system" (rocm_smi.py's format)
+    system = {
+        "(Topology) Weight between DRM devices 0 and 1": "15",
+        "(Topology) Hops between DRM devices 0 and 1": "1",
+        "(Topology) Link type between DRM devices 0 and 1": "XGMI",
+        "(Topology) Link type between DRM devices 0 and 2": "PCIE",
+        "(Topology) Link type between DRM devices 1 and 2": "XGMI",
+    }
+    cards = {f"card{i}": {"(Topology) Numa Node": "0"} for i in range(3)}
+    node = offline.describe_outputs({"rocm-smi.json": json.dumps({**cards, "system": system})})
+    assert len(node.devices) == 3 and node.links_tool == "rocm-smi --showtopo"
+    assert {(link.pair, link.link_type) for link in node.links} == {
+        ((0, 1), "XGMI"),
+        ((0, 2), "PCIE"),
+        ((1, 2), "XGMI"),
+    }
+    (problem,) = node.errors
+    assert problem.startswith("rocm-smi --showtopo: gpu0-gpu2 (PCIE) not over XGMI")

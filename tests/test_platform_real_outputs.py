@@ -169,6 +169,33 @@ EXPECTED = {
         4,
         ("AMD Instinct MI210", "gfx90a", 104, 64.0, None, None, (), "amd-instinct-mi210-gfx90a", 181.0, "6.10.5"),
     ),
+    "mi350x-dpx-concise-cut": (
+        8,
+        (
+            "AMD Instinct MI350X",
+            "gfx950",
+            128,
+            144.0,  # derived: half the MI350X's 288 GB
+            "DPX",
+            "NPS1",
+            OCP,
+            "amd-instinct-mi350x-gfx950-dpx",
+            1153.45,
+            None,
+        ),
+    ),
+    "mi250-agent-paste-from-uuid": (
+        1,
+        ("AMD Instinct MI250", "gfx90a", 104, 64.0, None, None, (), "amd-instinct-mi250-gfx90a", 181.0, None),
+    ),
+    "rx9070xt-agent-paste-mid": (
+        1,
+        ("AMD Radeon RX 9070 XT", "gfx1201", 64, 16.0, None, None, OCP, "amd-radeon-rx-9070-xt-gfx1201", None, None),
+    ),
+    "mi100-x2-csv-rocm4": (
+        2,
+        ("AMD Instinct MI100", "gfx908", 120, 32.0, None, None, (), "amd-instinct-mi100-gfx908", None, None),
+    ),
     "rx7900xt-wsl-rocm6.3.4": (
         1,
         ("AMD Radeon RX 7900 XT", "gfx1100", 84, 19.9, None, None, (), "amd-radeon-rx-7900-xt-gfx1100", None, None),
@@ -214,9 +241,110 @@ def test_radeon_cards_of_one_shared_id_without_a_cu_count_keep_the_ids_family_na
     assert any("is AMD Radeon RX 9070 XT or AMD Radeon RX 9070 or AMD Radeon RX 9070 GRE" in e for e in rx9070.errors)
 
 
+def test_a_boards_name_printed_as_the_subsystem_tells_a_card_the_series_name_leaves_open():
+    xtx, other_xtx, igpu = describe(NODES / "rx7900-x2-raphael-showproductname").devices
+    assert (xtx.name, xtx.arch, xtx.compute_units, xtx.device_key) == (
+        "AMD Radeon RX 7900 XTX",
+        "gfx1100",
+        96,
+        "amd-radeon-rx-7900-xtx-gfx1100",
+    )
+    assert other_xtx.device_key == xtx.device_key
+    assert (igpu.name, igpu.arch, igpu.compute_units) == ("Raphael", "gfx1036", None)
+
+
+def test_a_series_name_listing_several_cards_names_none_of_them(tmp_path):
+    text = (NODES / "rx7900-x2-raphael-showproductname" / "rocm-smi.txt").read_text()
+    without_board = re.sub(r"Subsystem ID: \tNITRO\+ RX 7900 XTX Vapor-X", "Subsystem ID: \t0x471e", text)
+    first = described_with(tmp_path, {"rocm-smi.txt": without_board}).devices[0]
+    assert first.compute_units is None and first.device_key.startswith("navi-31-radeon-rx-7900-xt-7900-xtx")
+    assert any("does not tell which" in error for error in first.errors)
+
+
+def test_a_paste_of_only_rocm_smi_showtopo_counts_the_gpus_and_reads_their_links():
+    node = describe(NODES / "pcie-x4-showtopo-only")
+    assert len(node.devices) == 4 and node.errors == ()
+    assert {(link.link_type, link.hops, link.weight) for link in node.links} == {("PCIE", 3, 52)}
+    assert len({link.pair for link in node.links}) == 6
+    assert all(d.arch == "unknown" and d.compute_units is None for d in node.devices)
+    assert node.links_tool == "rocm-smi --showtopo"
+
+
+def test_a_table_whose_last_row_stops_after_its_first_cell_makes_the_count_a_floor():
+    node = describe(NODES / "mi350x-dpx-concise-cut")
+    assert node.at_least and node.truncated == ("rocm-smi.txt: the table's last row stops after '8'",)
+    assert not any("disagree" in error for error in node.errors)
+
+
+def test_a_full_last_row_or_a_closing_banner_is_no_cut(tmp_path):
+    text = (NODES / "mi350x-dpx-concise-cut" / "rocm-smi.txt").read_text()
+    whole = text.rsplit("\n8\n", 1)[0] + "\n"
+    assert offline.truncation_marker(whole) is None
+    assert offline.truncation_marker(whole + "=" * 60 + "\n") is None
+    assert not described_with(tmp_path, {"rocm-smi.txt": whole}).at_least
+
+
+def test_cut_short_amd_smi_views_of_one_node_are_combined_without_a_problem():
+    node = describe(NODES / "mi300x-x8-amd-smi-blog-cut")
+    assert node.at_least and len(node.devices) == 8 and len(node.truncated) == 4
+    assert node.errors == ()
+    named = [d for d in node.devices if d.name == "AMD Instinct MI300X"]
+    assert [d.pci_bus_id for d in named] == ["0000:05:00.0", "0000:26:00.0", "0000:46:00.0"]
+    assert all(d.compute_partition == "SPX" and d.compute_units == 304 for d in named)
+    (reading,) = node.metrics
+    assert reading.index == 0 and "saved amd-smi metric" in node.devices[0].sources
+
+
+def test_no_mode_is_inferred_for_the_last_address_of_a_listing_cut_short(tmp_path):
+    folder = NODES / "mi300x-x8-amd-smi-blog-cut"
+    node = described_with(tmp_path, {"amd-smi-static.txt": (folder / "amd-smi-static.txt").read_text()})
+    (gpu,) = node.devices
+    assert node.at_least and gpu.name == "AMD Instinct MI300X"
+    assert (gpu.compute_partition, gpu.compute_units, gpu.memory_bytes) == (None, None, None)
+
+
+def test_a_topology_table_cut_after_its_first_rows_still_counts_every_gpu_its_header_names():
+    node = describe(NODES / "x8-showtopo-hops-cut")
+    assert len(node.devices) == 8 and node.errors == ()
+    assert {link.hops for link in node.links} == {1}
+    assert {link.pair for link in node.links} >= {(0, 7), (1, 5)}
+
+
+def test_an_amd_smi_text_pasted_from_inside_a_block_is_cut_short_and_its_two_product_name_stays_open():
+    node = describe(NODES / "mi60-mi50-amd-smi-static-cut")
+    (gpu,) = node.devices
+    assert node.at_least and "starts part-way into the block before GPU 3" in node.truncated[0]
+    assert (gpu.name, gpu.arch, gpu.compute_units) == ("AMD Instinct MI60 / MI50", "gfx906", None)
+    assert any("does not tell which" in error for error in gpu.errors)
+
+
+def test_a_rocminfo_cut_before_its_gpu_agents_does_not_say_the_driver_initialised_none():
+    node = describe(NODES / "rocm-smi-1gpu-rocminfo-cut")
+    assert len(node.devices) == 1 and not node.at_least
+    (error,) = node.errors
+    assert "cut short" in error and "initialised no GPU" not in error
+    assert node.truncated == ("rocminfo.txt: rocminfo's agent 1 stops before its ISA Info",)
+
+
+def test_a_whole_rocminfo_without_a_gpu_agent_still_says_the_driver_initialised_none(tmp_path):
+    text = (NODES / "rocm-smi-1gpu-rocminfo-cut" / "rocminfo.txt").read_text()
+    whole = text + "      Cacheline Size:          64\n  ISA Info:\n*** Done ***\n"
+    node = described_with(tmp_path, {"rocminfo.txt": whole})
+    assert node.truncated == () and "initialised no GPU" in node.errors[0]
+
+
 def test_every_real_node_folder_has_its_expectation_and_its_source():
     folders = {p.name for p in NODES.iterdir() if p.is_dir()}
-    assert folders == set(EXPECTED) | {"mi300a-gpu-init-failed-rocm6.4", "rx9070xt-r9700-rocm7.1.1"}
+    assert folders == set(EXPECTED) | {
+        "mi300a-gpu-init-failed-rocm6.4",
+        "rx9070xt-r9700-rocm7.1.1",
+        "rx7900-x2-raphael-showproductname",
+        "pcie-x4-showtopo-only",
+        "mi300x-x8-amd-smi-blog-cut",
+        "x8-showtopo-hops-cut",
+        "mi60-mi50-amd-smi-static-cut",
+        "rocm-smi-1gpu-rocminfo-cut",
+    }
     readme = (AMD / "README.md").read_text()
     assert all(f"nodes/{folder}" in readme for folder in folders)
 

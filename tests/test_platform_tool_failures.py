@@ -39,6 +39,22 @@ CASES = {
         "Unable to get devices, driver not initialized (amdgpu not found in modules)",
         ("sudo modprobe amdgpu",),
     ),
+    "amd-smi-missing-groups-rocm7.0": (
+        "RuntimeError: WARNING: User is missing the following required groups: render, video.",
+        ("sudo usermod -aG render,video", "--group-add"),
+    ),
+    "amd-smi-dri-permission-rocm7.1.1": (
+        "Permission needed to access required GPU device node(s):",
+        ("sudo usermod -aG render,video", "with sudo"),
+    ),
+    "rock-not-live-mi50-rocm6.2.4": (
+        "ROCk module is NOT live, possibly no GPU devices",
+        ("sudo modprobe amdgpu",),
+    ),
+    "rocm-smi-json-no-amd-gpus-rocm6.3.6": (
+        "WARNING: No AMD GPUs specified",
+        ("lspci -d 1002:",),
+    ),
 }
 
 

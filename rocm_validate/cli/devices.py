@@ -8,6 +8,7 @@ DIR does not exist or holds none of the known files: one line, no traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,14 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except BrokenPipeError:  # the reader stopped early (`| head`): what it read was printed whole
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     from rocm_validate.platform.devices import discover_devices
 
     if args.saved is not None:
@@ -96,7 +105,7 @@ def _describe_saved(folder: Path, as_json: bool) -> int:
             "them (rocm-validate bundle DIR saves every output)"
         )
     if node.links:
-        print(f"links (amd-smi topology): {topology.describe_links(list(node.links))}")
+        print(f"links ({node.links_tool}): {topology.describe_links(list(node.links))}")
     for reading in node.metrics:
         print(f"GPU {reading.index} now (amd-smi metric): {reading.summary()}")
     for error in node.errors:
@@ -138,6 +147,7 @@ def _print_device(device: Any, with_errors: bool = True) -> None:
         print(f"    baselines stored under its older keys are read too: {', '.join(device.key_aliases)}")
     if device.partition_source:
         modes = "/".join(m for m in (device.compute_partition, device.memory_partition) if m)
-        print(f"    partition {modes} from {device.partition_source}")
+        said = device.partition_source
+        print(f"    partition {modes} {said if said.startswith('inferred') else f'from {said}'}")
     for error in device.errors if with_errors else ():
         print(f"    probe failed: {error}")

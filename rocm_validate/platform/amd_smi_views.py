@@ -30,6 +30,7 @@ from rocm_validate.platform.amd_tools import (
     AmdGpuFacts,
     clean_text,
     found_nothing,
+    looks_like_json,
     normalize_bdf,
     quantity_bytes,
     text_blocks,
@@ -59,10 +60,6 @@ def json_documents(text: str) -> list[Any]:
             continue
         documents.append(document)
     return documents
-
-
-def _is_json(text: str) -> bool:
-    return bool(re.match(r"\s*(?:WARNING[^\n]*\n\s*)*[\[{]", clean_text(text)))
 
 
 def _present(value: Any) -> bool:
@@ -161,7 +158,7 @@ def _partition_rows(text: str) -> tuple[dict[int, _PartitionRow], list[str]]:
     current: list[Mapping[str, Any]] = []
     memory: list[Mapping[str, Any]] = []
     profiles: list[Mapping[str, Any]] = []
-    if _is_json(text):
+    if looks_like_json(text):
         for document in json_documents(text):
             _sort_json(document, current, memory, profiles)
     else:
@@ -319,7 +316,7 @@ class GpuMetrics:
 
 
 def _metric_entries(text: str) -> list[tuple[int | None, Mapping[str, Any]]]:
-    if _is_json(text):
+    if looks_like_json(text):
         entries: list[Any] = []
         for document in json_documents(text):
             listed = document.get("gpu_data") if isinstance(document, Mapping) else document

@@ -11,6 +11,7 @@ unavailable, and said so in the GPU's `errors`: one unreadable section never los
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -312,16 +313,42 @@ def found_nothing(tool: str, text: str, fallback: str) -> ToolOutputError:
     return ToolOutputError(reason.message() if reason is not None else fallback)
 
 
+# What people paste before a tool's JSON: its warning ('WARNING: User is missing ...'), the shell
+# prompt and command ('[root@node ~]# amd-smi static --json', 'user@host:~$ ...', '$ ...').
+_PROMPT = re.compile(r"\s*(?:\[[^\]\n]*\]\s*[#$%]|[\w.-]+@[\w.-]+:[^\n]*?[#$]|[$#%>])(?:\s.*)?")
+_PREAMBLE = re.compile(rf"(?:{_PROMPT.pattern}|\s*WARNING\b.*|\s*)")
+
+
+def _json_line(line: str) -> bool:
+    return line.lstrip().startswith(("[", "{")) and not _PROMPT.fullmatch(line.rstrip("\r\n"))
+
+
+def json_start(text: str) -> int | None:
+    """Where the first line that opens a list or an object starts (a prompt such as
+    '[root@node ~]# ...' opens neither), or None."""
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if _json_line(line):
+            return offset + len(line) - len(line.lstrip())
+        offset += len(line)
+    return None
+
+
+def looks_like_json(text: str) -> bool:
+    """Whether the output is JSON: its first line past the prompt and warnings opens a list or an object."""
+    first = next((line for line in clean_text(text).splitlines() if not _PREAMBLE.fullmatch(line)), "")
+    return _json_line(first)
+
+
 def json_document(text: str, tool: str) -> Any:
     """The JSON a tool printed, from the first line that opens a list or an object: amd-smi
     prints 'WARNING: User is missing the following required groups ...' first when the user is
     not in the render / video groups; text after the document (a prompt, a log line) is ignored.
     A document that stops before its closing brackets is said to be cut short, with the line."""
     text = clean_text(text)
-    start = re.search(r"^\s*[\[{]", text, re.MULTILINE)
-    if start is None:
+    offset = json_start(text)
+    if offset is None:
         raise found_nothing(tool, text, f"{tool} printed no JSON (no line opens a list or an object)")
-    offset = start.start() + len(text[start.start() :]) - len(text[start.start() :].lstrip())
     document = text[offset:]
     try:
         return json.JSONDecoder().raw_decode(document)[0]
@@ -401,7 +428,7 @@ def device_id_of_uuid(uuid: str | None) -> int | None:
 
 def _list_entries(text: str) -> list[tuple[int, Mapping[str, Any]]]:
     """`amd-smi list` blocks as (GPU number, fields): the text form, or its `--json` list."""
-    if re.match(r"\s*[\[{]", clean_text(text)):
+    if looks_like_json(text):
         data = json_document(text, "amd-smi list --json")
         entries = data.get("gpu_data", []) if isinstance(data, Mapping) else data
         return [(_int(e.get("gpu")) or i, e) for i, e in enumerate(entries or []) if isinstance(e, Mapping)]
@@ -430,6 +457,16 @@ def parse_amd_smi_list(text: str) -> list[AmdGpuFacts]:
     return facts
 
 
+def _rocm_smi_name(name: str | None, fields: Mapping[str, Any], device_id: int | None) -> str | None:
+    """The card's name; rocm-smi 6.x prints the board's pci.ids name as its 'Subsystem ID' ('NITRO+
+    RX 7900 XTX Vapor-X'), which tells the product where the series names several ('Navi 31
+    [Radeon RX 7900 XT/7900 XTX/7900M]')."""
+    board = market_name(fields.get("subsystem id"))
+    if board is None or device_id is None or identity.identify(device_id, name).product is not None:
+        return name
+    return board if identity.identify(device_id, board).product is not None else name
+
+
 def _rocm_smi_card(index: int, card: Mapping[str, Any], driver: str | None, source: str) -> AmdGpuFacts:
     """One card of rocm-smi, keyed as its JSON and text print it (key case varies by release:
     'Card Series' / 'Card series'); rocm-smi before 6.x has no GFX Version, only the device id,
@@ -446,7 +483,9 @@ def _rocm_smi_card(index: int, card: Mapping[str, Any], driver: str | None, sour
         index=index,
         bdf=normalize_bdf(fields.get("pci bus")),
         **_identity_facts(
-            market_name(fields.get("device name") or fields.get("card series")), fields.get("gfx version"), device_id
+            _rocm_smi_name(market_name(fields.get("device name") or fields.get("card series")), fields, device_id),
+            fields.get("gfx version"),
+            device_id,
         ),
         memory_bytes=_int(fields.get("vram total memory (b)")),
         driver_version=driver or _text(fields.get("driver version")),
@@ -472,6 +511,8 @@ def parse_rocm_smi_json(text: str) -> list[AmdGpuFacts]:
         match = re.fullmatch(r"card(\d+)", str(key))
         if match and isinstance(card, Mapping):
             facts.append(_rocm_smi_card(int(match.group(1)), card, driver, "rocm-smi --json"))
+    if not facts:
+        raise found_nothing("rocm-smi", text, "rocm-smi --json: no card entry (card0, card1, ...) in the output")
     return sorted(facts, key=lambda f: f.index if f.index is not None else -1)
 
 
@@ -566,9 +607,25 @@ def _rocm_smi_concise(lines: list[str], cards: dict[int, dict[str, Any]]) -> Non
                 card.setdefault(key, value)
 
 
+def _rocm_smi_csv(lines: list[str], cards: dict[int, dict[str, Any]]) -> None:
+    """`rocm-smi ... --csv`: a 'device,Card series,...' header over one 'card0,...' row per GPU."""
+    header: list[str] = []
+    for row in csv.reader(lines):
+        cells = [cell.strip() for cell in row]
+        if cells and cells[0].lower() == "device" and len(cells) > 1:
+            header = cells
+            continue
+        match = re.fullmatch(r"card(\d+)", cells[0]) if header and cells else None
+        if match:
+            card = cards.setdefault(int(match.group(1)), {})
+            for key, value in zip(header[1:], cells[1:]):
+                if _present(value):
+                    card.setdefault(key, value)
+
+
 def parse_rocm_smi_text(text: str) -> list[AmdGpuFacts]:
     """`rocm-smi` in text: the 'GPU[0]  : Key: value' lines of `-a` / `-i` / `--showproduct` /
-    `--showbus` ..., the `--showhw` table and the concise table, in any mix (a paste of several)."""
+    `--showbus` ..., the `--showhw` table, the concise table and `--csv`, in any mix (a paste of several)."""
     text = clean_text(text)
     cards: dict[int, dict[str, Any]] = {}
     lines = text.splitlines()
@@ -578,6 +635,7 @@ def parse_rocm_smi_text(text: str) -> list[AmdGpuFacts]:
             cards.setdefault(int(match.group(1)), {}).setdefault(match.group(2).strip(), match.group(3))
     _rocm_smi_showhw(lines, cards)
     _rocm_smi_concise(lines, cards)
+    _rocm_smi_csv(lines, cards)
     if not cards:
         raise found_nothing("rocm-smi", text, "rocm-smi: no GPU line, --showhw table or concise table in the output")
     driver = _ROCM_SMI_DRIVER.search(text)
@@ -631,10 +689,25 @@ def _coarse_pool_bytes(block: str) -> int | None:
 
 def agent_blocks(text: str) -> list[str]:
     """rocminfo's agents, one text block each: split at the 'Agent N' headers, or, in a paste that
-    lost them, at each agent's 'Name:' line (an ISA's name starts with 'amdgcn-' and is not one)."""
+    lost them, at each agent's 'Name:' line (an ISA's name starts with 'amdgcn-' and is not one).
+    A paste that starts part-way into an agent (its 'Name:' line cut off) keeps that agent too,
+    where what comes before the first header says its Device Type."""
     heads = list(_AGENT_HEAD.finditer(text)) or list(_AGENT_NAME.finditer(text))
     ends = [m.start() for m in heads[1:]] + [len(text)]
-    return [text[m.start() : end] for m, end in zip(heads, ends)]
+    blocks = [text[m.start() : end] for m, end in zip(heads, ends)]
+    before = text[: heads[0].start()] if heads else text
+    return [before, *blocks] if _rocminfo_field(before, "Device Type") else blocks
+
+
+def rocminfo_cut(text: str) -> str | None:
+    """How a rocminfo shows it was cut short, if it does: no '*** Done ***' line and its last agent
+    stopping before its 'ISA Info' section."""
+    blocks = agent_blocks(clean_text(text))
+    if not blocks or "*** Done ***" in text or not any(_rocminfo_field(b, "Device Type") for b in blocks):
+        return None
+    if re.search(r"^[ \t]*ISA Info", blocks[-1], re.MULTILINE) or re.search(r"^[ \t]*ISA \d+:", blocks[-1], re.M):
+        return None
+    return f"rocminfo's agent {len(blocks)} stops before its ISA Info"
 
 
 def _no_gpu_agent(blocks: list[str]) -> ToolOutputError:
@@ -661,11 +734,6 @@ def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
     an MI300X: 32768 KB); the device memory is the GPU agent's coarse-grained global pool; the
     driver is the version in 'ROCk module version 6.8.5 is loaded'."""
     text = clean_text(text)
-    if re.search(r"ROCk module is NOT loaded", text, re.IGNORECASE):
-        raise ToolOutputError(
-            "rocminfo says the ROCk module is NOT loaded: the amdgpu kernel driver is not running, so no GPU "
-            "can be used. Load it (modprobe amdgpu), check `dmesg | grep amdgpu`, and save rocminfo again"
-        )
     blocks = agent_blocks(text)
     if not blocks:
         raise found_nothing(
@@ -704,7 +772,14 @@ def parse_rocminfo(text: str) -> list[AmdGpuFacts]:
         )
     if not facts:
         reason = tool_failures.diagnose("rocminfo", text)
-        raise ToolOutputError(reason.message()) if reason is not None else _no_gpu_agent(blocks)
+        if reason is not None:
+            raise ToolOutputError(reason.message())
+        if rocminfo_cut(text):
+            raise ToolOutputError(
+                f"rocminfo stops part-way through agent {len(blocks)} and lists no GPU agent before the cut: the "
+                "output was cut short, which says nothing of the GPUs; save the whole `rocminfo` again"
+            )
+        raise _no_gpu_agent(blocks)
     return facts
 
 

@@ -111,7 +111,9 @@ class PciDevice:
 
 PCI_DEVICES: dict[int, PciDevice] = {
     0x66A0: PciDevice("Vega 20 [Radeon Pro/Radeon Instinct]", (MI50, MI60)),
-    0x66A1: PciDevice("Vega 20 [Radeon Pro VII/Radeon Instinct MI50 32GB]", (MI50, PRO_VII)),
+    # amd-smi names 0x66a1 "AMD Instinct MI60 / MI50" (gpustack/gpustack#3509) and MI60 cards report it
+    # (akash-network/provider-configs#40), beyond pci.ids' label: MI60 is a candidate too.
+    0x66A1: PciDevice("Vega 20 [Radeon Pro VII/Radeon Instinct MI50 32GB]", (MI50, MI60, PRO_VII)),
     0x738C: PciDevice("Arcturus GL-XL [Instinct MI100]", (MI100,)),
     0x738E: PciDevice("Arcturus GL-XL [Instinct MI100]", (MI100,)),
     0x7408: PciDevice("Aldebaran/MI200 [Instinct MI250X]", (MI250X,)),
@@ -228,9 +230,10 @@ def _family(entry: PciDevice) -> str | None:
 
 
 def _names_only(product: Product, candidates: tuple[Product, ...], name: str) -> bool:
-    """Whether `name` names `product` and none of the other candidates ('MI250X/MI250' names both)."""
+    """Whether `name` names `product` and nothing else ('MI250X/MI250' names both, 'MI60 / MI50'
+    names an MI60 too, whether or not the ID's candidates list it)."""
     mentioned = [p for p in candidates if _model(p.name) in _models(name)]
-    return mentioned == [product]
+    return mentioned == [product] and set(_models(name)) == {_model(product.name)}
 
 
 _MODEL_RE = re.compile(
@@ -245,7 +248,11 @@ def _model(text: str) -> str:
 
 
 def _models(text: str) -> list[str]:
-    """'AMD Instinct MI250X/MI250' -> ['MI250X', 'MI250']; 'Radeon RX 7900 XTX' -> ['RX7900XTX']."""
+    """'AMD Instinct MI250X/MI250' -> ['MI250X', 'MI250']; 'Radeon RX 7900 XTX' -> ['RX7900XTX'];
+    pci.ids' 'Radeon RX 7900 XT/7900 XTX/7900M' -> ['RX7900XT', 'RX7900XTX'] (each model after a
+    slash keeps the 'RX' of the first)."""
+    if re.search(r"\bRX\s?\d{4}", text, re.IGNORECASE):
+        text = re.sub(r"/\s*(?=\d{4})", "/RX ", text)
     return [re.sub(r"\s", "", m).upper() for m in _MODEL_RE.findall(text)]
 
 

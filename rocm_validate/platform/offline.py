@@ -83,6 +83,19 @@ SAVED_OUTPUTS: tuple[SavedOutput, ...] = (
 )
 KNOWN_FILES = tuple(output.file for output in SAVED_OUTPUTS)
 
+
+def _rocm_smi_text(text: str) -> list[AmdGpuFacts]:
+    """rocm-smi text; a paste of only `rocm-smi --showtopo` lists its GPUs by its matrices."""
+    try:
+        return amd_tools.parse_rocm_smi_text(text)
+    except ToolOutputError:
+        try:
+            return topology.parse_amd_smi_topology_gpus(text, "rocm-smi --showtopo")
+        except ToolOutputError:
+            pass
+        raise
+
+
 # The AMD outputs in the order their facts are trusted: the first that lists GPUs sets the list
 # (and the GPU count), the others fill its gaps, matched by PCI address or, without one, by order.
 _AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
@@ -93,14 +106,15 @@ _AMD_PARSERS: tuple[tuple[str, Callable[[str], list[AmdGpuFacts]]], ...] = (
     ("amd-smi-partition.txt", amd_smi_views.parse_amd_smi_partition),
     ("rocminfo.txt", amd_tools.parse_rocminfo),
     ("rocm-smi.json", amd_tools.parse_rocm_smi_json),
-    ("rocm-smi.txt", amd_tools.parse_rocm_smi_text),
+    ("rocm-smi.txt", _rocm_smi_text),
     ("amd-smi-list.txt", amd_tools.parse_amd_smi_list),
     ("amd-smi-topology.json", topology.parse_amd_smi_topology_gpus),
     ("amd-smi-topology.txt", topology.parse_amd_smi_topology_gpus),
     ("amd-smi-metric.json", amd_smi_views.parse_amd_smi_metric),
     ("amd-smi-metric.txt", amd_smi_views.parse_amd_smi_metric),
 )
-_TOPOLOGY_FILES = ("amd-smi-topology.json", "amd-smi-topology.txt")
+_TOPOLOGY_FILES = ("amd-smi-topology.json", "amd-smi-topology.txt", "rocm-smi.txt", "rocm-smi.json")
+
 _METRIC_FILES = ("amd-smi-metric.json", "amd-smi-metric.txt")
 
 
@@ -115,6 +129,7 @@ class OfflineNode:
     metrics: tuple[GpuMetrics, ...] = ()  # amd-smi metric: each GPU's clocks, power, temperature, ECC counts
     truncated: tuple[str, ...] = ()  # files cut short ('rocm-smi.txt: [output truncated]')
     at_least: bool = False  # the GPU count is a floor: no output that lists that many was saved whole
+    links_tool: str = "amd-smi topology"  # the view the links were read from
 
 
 def read_saved_outputs(folder: Path) -> dict[str, str]:
@@ -127,8 +142,9 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     errors = ProbeErrors()
     cut = {name: marker for name, text in outputs.items() if (marker := truncation_marker(text))}
     amd, floor = _merged_amd_facts(outputs, errors, cut)
-    links = _saved(outputs, _TOPOLOGY_FILES, topology.parse_amd_smi_topology)
-    errors.messages.extend(topology.link_problems(links))
+    links_file, links = _first_links(outputs)
+    links_tool = "rocm-smi --showtopo" if links_file.startswith("rocm-smi") else topology.TOPOLOGY
+    errors.messages.extend(topology.link_problems(links, links_tool))
     metrics = _saved(outputs, _METRIC_FILES, amd_smi_views.parse_amd_smi_metric_readings) or _saved(
         outputs, ("amd-smi.txt",), amd_smi_views.parse_amd_smi_default_readings
     )
@@ -148,7 +164,17 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
         tuple(metrics),
         tuple(f"{name}: {marker}" for name, marker in cut.items()),
         floor,
+        links_tool,
     )
+
+
+def _first_links(outputs: Mapping[str, str]) -> tuple[str, list[GpuLink]]:
+    """The links of the first saved output that has any (amd-smi topology, then rocm-smi --showtopo)."""
+    for name in (n for n in _TOPOLOGY_FILES if n in outputs):
+        links = ProbeErrors().run(name, partial(topology.parse_amd_smi_topology, outputs[name]), [])
+        if links:
+            return name, links
+    return "", []
 
 
 def _saved(outputs: Mapping[str, str], names: tuple[str, ...], parse: Callable[[str], list[Any]]) -> list[Any]:
@@ -175,7 +201,7 @@ def truncation_marker(text: str) -> str | None:
     marker = next((line.strip() for line in text.splitlines() if _TRUNCATION.fullmatch(line.strip())), None)
     if marker:
         return marker
-    if re.match(r"\s*(?:WARNING[^\n]*\n\s*)*[\[{]", text):
+    if amd_tools.looks_like_json(text):
         try:
             amd_tools.json_document(text, "output")
         except ToolOutputError as exc:
@@ -184,6 +210,34 @@ def truncation_marker(text: str) -> str | None:
     blocks = [(number, block) for kind, number, block in amd_tools.text_blocks(text) if kind == "GPU"]
     if len(blocks) >= 2 and _lines(blocks[-1][1]) * 2 < _lines(blocks[0][1]):
         return f"GPU {blocks[-1][0]}'s block stops part-way"
+    if blocks and _starts_inside_a_block(text):
+        return f"the output starts part-way into the block before GPU {blocks[0][0]}"
+    return amd_tools.rocminfo_cut(text) or _cut_last_row(text)
+
+
+_BLOCK_HEAD = re.compile(r"^[ \t]*(?:GPU|CPU|CORE|NIC|SWITCH)[ \t]*:[ \t]*\d+[ \t]*$", re.MULTILINE)
+
+
+def _starts_inside_a_block(text: str) -> bool:
+    """An amd-smi text whose first block header ('GPU: N', 'CPU: N', ...) comes after indented
+    'KEY: value' lines: the paste begins inside the block of a device it does not show."""
+    head = _BLOCK_HEAD.search(text)
+    before = text[: head.start()] if head else ""
+    return any(re.match(r"[ \t]+[A-Z][A-Z0-9_ ]*:", line) for line in before.splitlines())
+
+
+_ROW_HEAD = re.compile(r"\d+|(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+def _cut_last_row(text: str) -> str | None:
+    """A table whose last row stops after its first cells ('8' under a row of 13 cells starting
+    '7', a PCI address alone under a row of them): the paste was cut in the middle of the table."""
+    rows = [line.split() for line in text.splitlines() if line.strip()]
+    if len(rows) < 2 or len(rows[-2]) < 4 or len(rows[-1]) * 2 >= len(rows[-2]):
+        return None
+    last, before = rows[-1][0], rows[-2][0]
+    if _ROW_HEAD.fullmatch(last) and _ROW_HEAD.fullmatch(before) and last.isdigit() == before.isdigit():
+        return f"the table's last row stops after {' '.join(rows[-1])!r}"
     return None
 
 
@@ -210,6 +264,8 @@ def _merged_amd_facts(
         if name == base_name:
             continue
         matched = amd_tools.match_facts([slot[0][1].bdf for slot in paired], listing)
+        if not any(matched) and name in cut and len(listing) < len(paired) and not any(f.bdf for f in listing):
+            matched = [*listing, *[None] * (len(paired) - len(listing))]  # a cut-short listing is the first GPUs
         if not any(matched):
             errors.messages.append(_unpaired(name, listing, base_name))
             continue
@@ -223,7 +279,7 @@ def _merged_amd_facts(
     errors.messages.extend(_memory_disagreements(paired, trust))
     errors.messages.extend(_incomplete_packages(merged))
     floor = not any(name not in cut and len(listing) >= len(paired) for name, listing in listings)
-    return _modes_from_shared_addresses(merged), floor
+    return _modes_from_shared_addresses(merged, floor), floor
 
 
 def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
@@ -317,16 +373,22 @@ def _memory_disagreements(paired: list[list[tuple[str, AmdGpuFacts]]], trust: Ma
     ]
 
 
-def _modes_from_shared_addresses(facts: list[AmdGpuFacts]) -> list[AmdGpuFacts]:
+def _modes_from_shared_addresses(facts: list[AmdGpuFacts], cut_short: bool = False) -> list[AmdGpuFacts]:
     """The compute mode of GPUs no tool gave one for, and whose CU count is not known either,
     inferred from how many of them a listing puts behind one PCI device (three MI300A partitions
-    at 0000:01:00 are TPX)."""
+    at 0000:01:00 are TPX). Where the listing was cut short, the last address listed may have
+    more partitions past the cut: its GPUs get no mode."""
     counts = Counter(amd_tools.pci_device_address(f.bdf) for f in facts if f.bdf)
+    addressed = [f.bdf for f in facts if f.bdf]
+    open_address = amd_tools.pci_device_address(addressed[-1]) if cut_short and addressed else None
     result = []
     for f in facts:
         mode = None
         if f.bdf and f.arch and not (f.compute_partition or f.memory_partition or f.compute_units):
             address = amd_tools.pci_device_address(f.bdf)
+            if address == open_address:
+                result.append(f)
+                continue
             mode = partitions.infer_from_shared_address(f.market_name or "", f.arch, counts[address], address)
         result.append(f if mode is None else replace(f, compute_partition=mode.compute, partition_source=mode.source))
     return result

@@ -71,7 +71,15 @@ _RULES: tuple[_Rule, ...] = (
         "check `dmesg | grep kfd`; `sudo mount -o remount,exec /dev`",
     ),
     _rule(
-        r"amdgpu not found in modules|Unable to detect any GPU devices|ROCk module is NOT loaded",
+        r"User is missing the following required groups|Permission needed to access required GPU device node"
+        r"|/dev/dri/(?:card|renderD)\d+: Permission denied",
+        "this user is not in the groups that own the GPU device nodes (/dev/dri/card*, /dev/dri/renderD*), so "
+        "amd-smi may not open them",
+        "add the user to the render and video groups (`sudo usermod -aG render,video $USER`, then log in again), "
+        f"or run amd-smi with sudo; {_CONTAINER}",
+    ),
+    _rule(
+        r"amdgpu not found in modules|Unable to detect any GPU devices|ROCk module is NOT (?:loaded|live)",
         "the amdgpu kernel driver is not loaded, so no tool can see a GPU",
         "`sudo modprobe amdgpu` and check `dmesg | grep amdgpu` (install amdgpu-dkms for this kernel if it "
         "fails); where amdgpu is built into the kernel, an older rocm-smi misreads it: use amd-smi",

@@ -1,5 +1,6 @@
 """Links between GPUs as `amd-smi topology` prints them: link type, hops, weight, P2P access and
-the NUMA bandwidth range of every pair, in text or `--json`, ROCm 6.0 through 7.x.
+the NUMA bandwidth range of every pair, in text or `--json`, ROCm 6.0 through 7.x; and the same
+matrices as `rocm-smi --showtopo` prints them.
 
 What the collectives suite and its P2P check are owed by a node: which pairs copy peer to peer
 (`p2p_pairs`, named as the suite names its metrics, 'gpu0-gpu3'), over what link, and which pairs
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rocm_validate.platform.amd_smi_views import json_documents
-from rocm_validate.platform.amd_tools import AmdGpuFacts, clean_text, found_nothing, normalize_bdf
+from rocm_validate.platform.amd_tools import AmdGpuFacts, clean_text, found_nothing, looks_like_json, normalize_bdf
 
 TOPOLOGY = "amd-smi topology"
 _BDF = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
@@ -125,6 +126,26 @@ class _Links:
         return [self.links[key] for key in sorted(self.links)]
 
 
+# rocm-smi --showtopo's banners: '=== Weight between two GPUs ===', 'Link Type between two GPUs' ...
+_ROCM_SMI_TITLE = re.compile(r"^\s*=+\s*(.*?)\s*=+\s*$")
+_ROCM_SMI_TABLES = {
+    "weight": "WEIGHT",
+    "hops": "HOPS",
+    "link type": "LINK_TYPE",
+    "access": "ACCESS",
+    "link access": "ACCESS",
+}
+
+
+def _rocm_smi_table(title: str) -> str | None:
+    """The table a rocm-smi banner opens ('Hops between two GPUs' -> HOPS), or None for any other
+    banner (which ends the table before it)."""
+    words = title.lower()
+    if "between two gpus" not in words:
+        return None
+    return next((table for key, table in _ROCM_SMI_TABLES.items() if words.startswith(key)), None)
+
+
 def _read_text(text: str, found: _Links) -> None:
     title: str | None = None
     columns: list[str] = []
@@ -132,6 +153,10 @@ def _read_text(text: str, found: _Links) -> None:
         heading = re.match(r"^\s*([A-Z][A-Z0-9 _-]*?)\s*TABLE\s*:\s*$", line)
         if heading:
             title, columns = heading.group(1).strip().replace(" ", "_").replace("-", "_"), []
+            continue
+        banner = _ROCM_SMI_TITLE.match(line)
+        if banner:
+            title, columns = _rocm_smi_table(banner.group(1)), []
             continue
         cells = line.split()
         if title is None or not cells:
@@ -156,8 +181,22 @@ def _entries(document: Any) -> list[Mapping[str, Any]]:
     return [e for e in document if isinstance(e, Mapping)] if isinstance(document, list) else []
 
 
+# rocm-smi --showtopo --json: {"system": {"(Topology) Hops between DRM devices 0 and 1": "1", ...}}
+_ROCM_SMI_KEY = re.compile(r"\(Topology\)\s*(.+?)\s+between DRM devices (\d+) and (\d+)", re.IGNORECASE)
+
+
+def _read_rocm_smi_json(document: Any, found: _Links) -> None:
+    system = document.get("system") if isinstance(document, Mapping) else None
+    for key, cell in (system or {}).items() if isinstance(system, Mapping) else ():
+        match = _ROCM_SMI_KEY.fullmatch(str(key).strip())
+        table = _rocm_smi_table(f"{match.group(1)} between two GPUs") if match else None
+        if match and table:
+            found.set(int(match.group(2)), int(match.group(3)), _FIELDS[table], cell, (None, None))
+
+
 def _read_json(text: str, found: _Links) -> None:
     for document in json_documents(text):
+        _read_rocm_smi_json(document, found)
         for position, entry in enumerate(_entries(document)):
             bdf = normalize_bdf(entry.get("bdf"))
             source = _int(entry.get("gpu"))
@@ -187,7 +226,7 @@ def _read_json(text: str, found: _Links) -> None:
 def parse_amd_smi_topology(text: str) -> list[GpuLink]:
     """`amd-smi topology [-a -w -o -t -b ...] [--json]`: one link per ordered pair of GPUs."""
     found = _Links()
-    if re.match(r"\s*(?:WARNING[^\n]*\n\s*)*[\[{]", clean_text(text)):
+    if looks_like_json(text):
         _read_json(text, found)
     else:
         _read_text(text, found)
@@ -197,14 +236,16 @@ def parse_amd_smi_topology(text: str) -> list[GpuLink]:
     return links
 
 
-def parse_amd_smi_topology_gpus(text: str) -> list[AmdGpuFacts]:
+def parse_amd_smi_topology_gpus(text: str, tool: str = TOPOLOGY) -> list[AmdGpuFacts]:
     """The GPUs the topology view lists (index and PCI address), so a folder holding only this
     view still counts them."""
     links = parse_amd_smi_topology(text)
-    addresses = {link.source: link.source_bdf for link in links} | {
-        link.target: link.target_bdf for link in links if link.target_bdf
-    }
-    return [AmdGpuFacts(source=TOPOLOGY, index=gpu, bdf=addresses.get(gpu)) for gpu in sorted(addresses)]
+    addresses: dict[int, str | None] = {}
+    for gpu, bdf in [(link.source, link.source_bdf) for link in links] + [
+        (link.target, link.target_bdf) for link in links
+    ]:
+        addresses[gpu] = addresses.get(gpu) or bdf  # a table cut after its first rows still names every column
+    return [AmdGpuFacts(source=tool, index=gpu, bdf=addresses.get(gpu)) for gpu in sorted(addresses)]
 
 
 def p2p_pairs(links: list[GpuLink]) -> list[tuple[int, int]]:
@@ -243,7 +284,7 @@ def describe_links(links: list[GpuLink]) -> str:
     return f"{len(gpus)} GPUs, {len(pairs)} pairs: {said}"
 
 
-def link_problems(links: list[GpuLink]) -> list[str]:
+def link_problems(links: list[GpuLink], tool: str = TOPOLOGY) -> list[str]:
     """Pairs that break the node's own pattern: on a node whose pairs are mostly XGMI, a pair over
     PCIe (an XGMI link down, or a GPU outside the hive), and pairs whose P2P access is refused."""
     pairs: dict[tuple[int, int], GpuLink] = {}
@@ -256,14 +297,14 @@ def link_problems(links: list[GpuLink]) -> list[str]:
         if odd:
             named = ", ".join(f"{pair_name(link.pair)} ({link.link_type})" for link in odd)
             problems.append(
-                f"{TOPOLOGY}: {named} not over XGMI where the other {kinds['XGMI']} pairs are: an XGMI link is down "
+                f"{tool}: {named} not over XGMI where the other {kinds['XGMI']} pairs are: an XGMI link is down "
                 "or a GPU is outside the hive, so P2P and collectives between them run over PCIe; check "
                 "`amd-smi xgmi` and `dmesg | grep -i xgmi`"
             )
     refused = [pair_name(link.pair) for link in pairs.values() if link.accessible is False]
     if refused and len(refused) < len(pairs):
         problems.append(
-            f"{TOPOLOGY}: no P2P access between {', '.join(refused)} while the other pairs have it: peer-to-peer "
+            f"{tool}: no P2P access between {', '.join(refused)} while the other pairs have it: peer-to-peer "
             "copies between them go through host memory"
         )
     return problems
