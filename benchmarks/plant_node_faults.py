@@ -23,11 +23,17 @@ import pytest
 SPIN_CYCLES = 10**12  # torch.cuda._sleep's argument: about 500-1000 s at 1-2 GHz
 
 
+HUNG = pytest.StashKey[bool]()  # this process has planted its hang: one hung test, not every matching one
+
+
 def _gpu(config: pytest.Config) -> int | None:
-    """The GPU this process validates: a pinned worker's own, else the run's device."""
+    """The node's number of the GPU this process validates: a pinned worker's own (its runtime sees
+    that GPU as device 0, so the device's own index would name GPU 0 on every worker), else the run's."""
     from rocm_validate.core.session import run_state
 
     state = run_state(config)
+    if state.node is not None and state.node.gpu is not None:
+        return state.node.gpu
     return state.device().index
 
 
@@ -53,9 +59,11 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     if (
         not text
         or text not in item.nodeid
+        or item.config.stash.get(HUNG, False)
         or _gpu(item.config) != int(os.environ.get("ROCM_VALIDATE_PLANT_HANG_GPU", "0"))
     ):
         return
+    item.config.stash[HUNG] = True
     import torch
 
     torch.cuda._sleep(SPIN_CYCLES)

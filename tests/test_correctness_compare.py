@@ -119,3 +119,26 @@ def test_assert_passed_lists_every_failed_check():
         assert_passed(results)
     text = str(failure.value)
     assert text.startswith("2 of 3 checks failed") and "a: " in text and "c: " in text and "\nb: " not in text
+
+
+def test_recording_comparisons_can_be_closed_from_another_thread():
+    """The watchdog finishes a hung run's session from its own thread, which tears down the
+    correctness suite's recording fixture there: closing it must not raise."""
+    import threading
+
+    from rocm_validate.correctness.compare import recording_comparisons
+
+    recording = recording_comparisons()
+    recording.__enter__()
+    errors: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            recording.__exit__(None, None, None)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=close)
+    thread.start()
+    thread.join()
+    assert errors == []
