@@ -9,6 +9,7 @@
 * ROCM_VALIDATE_PLANT_HANG=TEXT (and ROCM_VALIDATE_PLANT_HANG_GPU, default 0): the first test whose id
   contains TEXT, on that GPU, launches a kernel that spins for about ten minutes (torch.cuda._sleep) and
   waits for it: a hung kernel the timeout signal cannot interrupt, for the watchdog to report as `hang`.
+  Once per process; with ROCM_VALIDATE_PLANT_HANG_MARKER=PATH once per run (the process that creates PATH).
 
 Nothing here changes the GPU's settings; the faults live in this process only.
 """
@@ -53,6 +54,19 @@ def pytest_configure(config: pytest.Config) -> None:
     timing.DeviceEventClock.seconds_between = slowed  # type: ignore[method-assign]
 
 
+def _first_across_processes() -> bool:
+    """With ROCM_VALIDATE_PLANT_HANG_MARKER=PATH, only the process that creates PATH hangs: pytest-xdist
+    replaces a worker the watchdog ended, and the replacement must not plant the hang again."""
+    marker = os.environ.get("ROCM_VALIDATE_PLANT_HANG_MARKER")
+    if not marker:
+        return True
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> None:
     text = os.environ.get("ROCM_VALIDATE_PLANT_HANG")
@@ -64,6 +78,8 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     ):
         return
     item.config.stash[HUNG] = True
+    if not _first_across_processes():
+        return
     import torch
 
     torch.cuda._sleep(SPIN_CYCLES)
