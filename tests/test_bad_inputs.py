@@ -661,3 +661,53 @@ def test_a_long_failure_in_the_summary_is_cut_at_a_word_with_an_ellipsis(pyteste
     original = "the rendezvous at 127.0.0.1 could not be reached " * 20
     kept = cell.removesuffix("…")
     assert cell.endswith("…") and original.startswith(kept) and original[len(kept)] == " "
+
+
+# --- 10. mlperf-score: one run per file, one benchmark per set, nothing unread reads as compliant ----
+
+
+def _mlperf_score(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    from rocm_validate.cli.main import main
+
+    status = main(["mlperf-score", *map(str, args)])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err.strip()
+
+
+def test_a_log_holding_two_benchmarks_is_named_and_not_accepted_and_shows_neither_runs_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_set(tmp_path / "bert", [2_450_000 + 10_000 * i for i in range(10)], batch=448)
+    llama = write_llama31_8b_run(tmp_path / "llama.txt", 3_000_000)
+    (folder / "result_0.txt").write_text((folder / "result_0.txt").read_text() + llama.read_text())
+    _, out, err = _mlperf_score(capsys, folder, "--no-compliance")
+    row = next(line for line in out.splitlines() if line.startswith("result_0.txt"))
+    assert row.split()[1] == "unreadable" and "3.2900" not in row and "KeyError" not in out + err
+    assert re.search(r"result_0.txt: holds runs of 2 benchmarks \('bert' at line \d+, 'llama31_8b' at line \d+\)", out)
+
+
+def test_runs_of_two_benchmarks_in_one_set_are_refused_naming_the_files_of_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_set(tmp_path / "runs", [2_450_000] * 3, batch=448)
+    write_llama31_8b_run(folder / "result_3.txt", 3_000_000)
+    status, out, err = _mlperf_score(capsys, folder, "--no-compliance")
+    assert status == 2 and out == "" and len(err.splitlines()) == 1
+    assert (
+        "holds runs of 2 benchmarks (bert: result_0.txt, result_1.txt, result_2.txt; llama31_8b: result_3.txt)" in err
+    )
+
+
+@pytest.mark.parametrize("text", ["", "garbage\n", ":::MLLOG {not json\n"], ids=["empty", "garbage", "broken"])
+def test_an_unreadable_log_never_shows_compliance_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for index in range(3):
+        (folder / f"result_{index}.txt").write_text(text)
+    _, out, _ = _mlperf_score(capsys, folder)
+    rows = [line for line in out.splitlines() if line.startswith("result_")]
+    assert len(rows) == 3 and all(row.split()[1] == "unreadable" and row.endswith("not checked") for row in rows)
+    _, out, _ = _mlperf_score(capsys, folder, "--json")
+    assert all(run["compliance"] and run["compliance"][0].startswith("not checked") for run in json.loads(out)["runs"])
