@@ -122,8 +122,21 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
     state = run_state(config)
     touched = _touches_suites(config)
-    lines = header_lines(state.settings, state.device() if touched else None)
+    lines = header_lines(state.settings, state.device() if touched else None, _selection(config))
     return lines + (node.header_lines(state, node.REQUESTED_WORKERS_KEY in config.stash) if touched else [])
+
+
+def _selection(config: pytest.Config) -> tuple[str, ...]:
+    """What the user selected tests with: -k and -m expressions, and the test paths given on the
+    command line (not the ini's testpaths), for the header's rerun command."""
+    words = []
+    for flag, option in (("-k", "keyword"), ("-m", "markexpr")):
+        value = config.getoption(option, None)
+        if value:
+            words += [flag, str(value)]
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        words += [str(arg) for arg in config.args]
+    return tuple(words)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

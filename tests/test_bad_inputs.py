@@ -711,3 +711,97 @@ def test_an_unreadable_log_never_shows_compliance_ok(
     assert len(rows) == 3 and all(row.split()[1] == "unreadable" and row.endswith("not checked") for row in rows)
     _, out, _ = _mlperf_score(capsys, folder, "--json")
     assert all(run["compliance"] and run["compliance"][0].startswith("not checked") for run in json.loads(out)["runs"])
+
+
+# --- 11. Options and files: a tiny timeout, a disabled plugin, a foreign ini, a misspelled entry ----
+
+
+@pytest.mark.parametrize("value", ["0.001", "1e-9", "0.5"])
+def test_a_timeout_too_short_for_pytest_itself_is_a_usage_error(pytester: pytest.Pytester, value: str) -> None:
+    _cpu_project(pytester)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--rocm-timeout={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in result.stdout.str()
+    result.stderr.fnmatch_lines([f"ERROR: --rocm-timeout='{value}': expected at least 1 second*"])
+
+
+def test_the_suites_with_the_plugin_turned_off_stop_once_with_one_line(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("-p", "no:rocm_validate", "-p", "no:cacheprovider", str(ROOT / "suites"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(["ERROR: the suites need the rocm_validate plugin, which '-p no:rocm_validate'*"])
+
+
+ROOT = Path(__file__).resolve().parents[1]
+GEMM_SUITE_FILE = ROOT / "suites" / "correctness" / "test_gemm.py"
+
+
+def _gemm_checks(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """The bf16 GEMM checks of the correctness suite, run from a folder of another project."""
+    return pytester.runpytest_subprocess(
+        *args,
+        "-p",
+        "no:cacheprovider",
+        "--rocm-device=cpu",
+        f"--rocm-baselines={ROOT / 'baselines'}",
+        "-k",
+        "test_gemm and bfloat16",
+        str(GEMM_SUITE_FILE),
+    )
+
+
+def test_the_suites_under_a_foreign_ini_keep_their_suites_header_and_verdict(pytester: pytest.Pytester) -> None:
+    (pytester.path / "other.ini").write_text("[pytest]\n")
+    result = _gemm_checks(pytester, "-c", str(pytester.path / "other.ini"))
+    assert result.ret == pytest.ExitCode.OK
+    assert any(line.startswith("rocm-validate device: ") for line in result.outlines)
+    assert _verdict_line(result) == "rocm-validate verdict: pass: every check that ran passed on the host"
+
+
+def test_a_strict_ini_value_that_is_no_truth_value_names_the_key(pytester: pytest.Pytester) -> None:
+    _cpu_project(pytester)
+    pytester.makeini("[pytest]\nrocm_strict = maybe\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: rocm_strict in *tox.ini: invalid truth value 'maybe'; expected true or false*"]
+    )
+
+
+def test_the_rerun_command_keeps_the_test_paths_and_the_k_expression(pytester: pytest.Pytester) -> None:
+    result = _gemm_checks(pytester)
+    rerun = next(line for line in result.outlines if line.startswith("rocm-validate rerun: "))
+    assert rerun.endswith(f" -k 'test_gemm and bfloat16' {GEMM_SUITE_FILE}")
+
+
+def _baselines(pytester: pytest.Pytester, name: str) -> None:
+    row = {"value": 1.0, "unit": "TFLOP/s", "better": "higher", "dispersion": 0.01, "samples": 10}
+    entry = {**row, "provenance": {"date": "2026-11-23"}}
+    (pytester.path / "baselines" / f"{PERF_KEY}.json").write_text(
+        json.dumps({"schema": "rocm-validate/baselines/1", "device_key": PERF_KEY, "metrics": {name: entry}})
+    )
+
+
+def test_a_misspelled_baseline_entry_is_a_usage_error_naming_the_metric_it_misses(pytester: pytest.Pytester) -> None:
+    _perf_project(pytester, TWO_METRICS)
+    _baselines(pytester, "gemm.bf16.8192x8192x8193")
+    result = _perf_run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --rocm-baselines: *gemm.bf16.8192x8192x8193 (closest: gemm.bf16.8192x8192x8192)*"]
+    )
+
+
+def test_a_misspelled_baseline_entry_in_a_partial_run_is_a_warning(pytester: pytest.Pytester) -> None:
+    _perf_project(pytester, TWO_METRICS)
+    _baselines(pytester, "gemm.bf16.8192x8192x8193")
+    result = _perf_run(pytester, "-k", "gemm")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["rocm-validate perf: 1 baseline entry(ies) of * gated nothing: *8193 (closest: *8192)"]
+    )
+
+
+def test_a_baseline_entry_of_a_metric_not_measured_here_is_no_misspelling(pytester: pytest.Pytester) -> None:
+    _perf_project(pytester, TWO_METRICS)
+    _baselines(pytester, "sdpa.forward.bert-large.48x16x512x64")
+    assert _perf_run(pytester).ret == pytest.ExitCode.OK
