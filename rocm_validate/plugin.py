@@ -40,6 +40,7 @@ NODE_PLUGIN_NAME = "rocm_validate_node"
 pytest_plugins = (
     "rocm_validate.core.fixtures",
     "rocm_validate.core.oom",
+    "rocm_validate.core.known_defects",  # --rocm-known-defects: failures of tracked stack defects as known-defect
     "rocm_validate.core.watchdog",  # ends a plain run whose test is stuck in native code past its timeout
     "rocm_validate.core.tunableop_file",  # --rocm-tunableop-file and the TunableOp fixtures
     "rocm_validate.core.sharing",  # per-GPU, shared and node-wide work; what each worker of a node run keeps
@@ -163,7 +164,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.user_properties.append(("rocm_suite", suite))
             if not user_timeout and item.get_closest_marker("timeout") is None:
                 seconds = levels.timeout_for(suite, settings.level, settings.timeout_s)
-                item.add_marker(pytest.mark.timeout(seconds, method="thread" if is_xdist_worker(config) else "signal"))
+                # signal, also in pytest-xdist workers (they run tests in their main thread): a test past its
+                # timeout fails and the worker goes on; one stuck in native code is the watchdog's (core.watchdog)
+                item.add_marker(pytest.mark.timeout(seconds, method="signal"))
             selected.append(item)
         else:
             deselected.append(item)
@@ -231,7 +234,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     """A not-validated skip fails under --rocm-strict; after the call phase, let gates finalize
     each metric (e.g. write a baseline on success), and a passed test whose metric could not be
-    recorded fails; then a failure gets its triage category."""
+    recorded fails; then a failure gets its triage category, and a known defect of the stack is
+    reported as one (core.known_defects)."""
     report = yield
     if report.failed and "Timeout (>" in report.longreprtext:
         report.sections.append(("rocm-validate: timeout", _timeout_note(item)))
@@ -252,6 +256,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if report.passed and unrecorded:
             raised = _not_recorded(report, unrecorded)
     categorize(item, report, raised, item.stash.get(SUITE_KEY, None))
+    from rocm_validate.core.known_defects import judge  # a plugin module: see _timeout_note
+
+    judge(item, report)
     return report
 
 

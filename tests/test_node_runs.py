@@ -110,6 +110,38 @@ def test_a_crashed_worker_loses_only_its_gpus_test_and_the_report_names_the_gpu(
     assert report["node"]["gpus"][1]["summary"] == {"failed": 1, "passed": 1}
 
 
+HANGING = """
+import os
+import signal
+import time
+
+def test_a_hang():
+    if os.environ["ROCM_VALIDATE_NODE_GPU"] == "1":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # as a thread blocked in C: no handler runs
+        time.sleep(10_000)
+
+def test_b_after():
+    pass
+"""
+
+
+def test_a_hung_gpu_is_reported_as_a_hang_naming_the_gpu_and_its_bdf(pytester: pytest.Pytester) -> None:
+    _node(pytester, 2, correctness__hang=HANGING)
+    result = pytester.runpytest_subprocess(
+        "--rocm-suite=correctness", "--rocm-timeout=1", "--rocm-report=report.json", *NODE_ARGS, timeout=120
+    )
+    assert result.ret == 1
+    assert result.parseoutcomes()["failed"] == 1  # the hang, once: xdist's report of the ended worker is folded in
+    report = json.loads((pytester.path / "report.json").read_text())
+    hung = [t for t in report["tests"] if t["category"] == "hang"]
+    assert [(t["nodeid"].split("::")[1], t["gpu"]["index"]) for t in hung] == [("test_a_hang", 1)]
+    assert "(cuda:0, BDF 0000:02:00.0) is stuck in native code 10 s past its 1 s timeout" in hung[0]["message"]
+    assert (
+        "hang: suites/correctness/test_hang.py::test_a_hang never returned on GPU 1 (BDF 0000:02:00.0)"
+        in (report["verdict"])
+    )
+
+
 SLOW_GPU = """
 import os
 
@@ -138,6 +170,8 @@ def test_a_gpu_slower_than_its_peers_fails_the_run_naming_it_with_no_baseline(py
         (2, "below-peers"),
     ]
     assert report["exit_status"] == 1
+    verdict = "GPU 2 (BDF 0000:03:00.0) slower than its peers by 11.8% on 1 metric: drain and triage"
+    assert report["verdict"].startswith(f"rocm-validate verdict: {verdict}; every other check that ran passed")
     summary = (pytester.path / "summary.md").read_text()
     assert (
         f"- {message}" in summary

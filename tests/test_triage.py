@@ -90,6 +90,7 @@ def test_every_category_is_named_in_the_table() -> None:
         "configuration",
         "environment",
         "timeout",
+        "hang",
         "crash",
     }
 

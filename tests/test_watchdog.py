@@ -3,6 +3,7 @@ it ends the run with its name and every thread's stack instead of hanging CI; a 
 never trips it."""
 
 import faulthandler
+import json
 import threading
 import time
 
@@ -110,3 +111,35 @@ def test_a_cancelled_watchdog_never_runs_its_action():
     dog.cancel()
     time.sleep(0.2)
     assert not fired.is_set()
+
+
+SUITE_STUCK = "import pytest\n\npytestmark = pytest.mark.rocm_suite('correctness')\n" + STUCK
+
+
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["plain", "xdist"])
+def test_a_hung_test_leaves_its_report_with_the_hang_category(pytester, workers):
+    pytester.makepyfile(test_stuck=SUITE_STUCK)
+    result = pytester.runpytest_subprocess(
+        "--rocm-timeout=1",
+        "--rocm-device=cpu",
+        "-p",
+        "no:cacheprovider",
+        "--rocm-report=r.json",
+        "--rocm-summary=s.md",
+        "--junitxml=j.xml",
+        *workers,
+        timeout=90,
+    )
+    assert result.ret == 1
+    assert result.parseoutcomes()["failed"] == 1  # counted once, also where pytest-xdist saw its worker crash
+    report = json.loads((pytester.path / "r.json").read_text())
+    tests = {t["nodeid"].split("::")[-1]: t for t in report["tests"]}
+    assert tests["test_stuck"]["category"] == "hang"
+    assert "is stuck in native code 10 s past its 1 s timeout" in tests["test_stuck"]["message"]
+    assert report["exit_status"] == 1
+    assert report["verdict"].startswith("rocm-validate verdict: hang: test_stuck.py::test_stuck never returned")
+    assert 'name="rocm_category" value="hang"' in (pytester.path / "j.xml").read_text()
+    assert "hang" in (pytester.path / "s.md").read_text()
+    if not workers:  # a plain run ends: the test after it was not run
+        assert tests["test_after_it"]["outcome"] == "skipped"
+        assert "not run: the watchdog ended the run" in tests["test_after_it"]["message"]

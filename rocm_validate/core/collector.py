@@ -24,12 +24,14 @@ from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.core.suites import suite_of_nodeid
 from rocm_validate.core.work import BESIDE_SUITES, TIMING_SUITES, WORK_PROPERTY
+from rocm_validate.results.known_defects import KNOWN_DEFECT_PROPERTY, Matched, known_defect_of
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
     PROPERTY_PREFIX,
     metrics_from_properties,
     readable,
 )
+from rocm_validate.results.peers import peer_flags
 from rocm_validate.results.report import FINDINGS_PROPERTY, TestResult
 from rocm_validate.results.triage import CATEGORY_PROPERTY, RunEnd, classify
 from rocm_validate.text import clip_start
@@ -41,6 +43,9 @@ COLLECTOR_NAME = "rocm_validate_collector"
 
 
 def _outcome(report: pytest.TestReport) -> str:
+    known = known_defect_of(report.user_properties)
+    if known is not None and known.reproduced:
+        return "known-defect"  # an expected failure, or under --rocm-strict a failure, of a known stack defect
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
     if report.failed:  # as pytest counts it: an error in setup or teardown, a failure otherwise (a crashed worker)
@@ -56,7 +61,7 @@ def _message(report: pytest.TestReport) -> str:
     return ""
 
 
-_SEVERITY = ("passed", "xfailed", "xpassed", "skipped", "failed", "error")
+_SEVERITY = ("passed", "xfailed", "xpassed", "skipped", "known-defect", "failed", "error")
 
 
 def _json_entries(properties: list[tuple[str, Any]], property_name: str) -> list[dict[str, Any]]:
@@ -91,6 +96,9 @@ def readable_properties(properties: list[tuple[str, Any]]) -> list[tuple[str, An
             shown.append((name, metrics[name]))
         elif name == NUMERICS_PROPERTY:
             shown.append((name, numerics_summary(json.loads(value))))
+        elif name == KNOWN_DEFECT_PROPERTY:
+            known = Matched.from_dict(json.loads(value))
+            shown.append((name, f"{known.label}, {known.state}; workaround: {known.workaround}"))
         elif name == FINDINGS_PROPERTY:
             shown.append((name, "; ".join(f"{f['check']} {f['status']}: {f['found']}" for f in json.loads(value))))
         else:
@@ -140,6 +148,9 @@ class ResultCollector:
             result.started = start if result.started is None else min(result.started, start)
             result.stopped = stop if result.stopped is None else max(result.stopped, stop)
         outcome = _outcome(report)
+        known = known_defect_of(report.user_properties)
+        if known is not None:
+            result.known_defect = known
         if _SEVERITY.index(outcome) > _SEVERITY.index(result.outcome):
             result.outcome = outcome
             result.message = _message(report)
@@ -164,11 +175,19 @@ class ResultCollector:
         watch = interruption_of(config)
         settings = self.state.settings
         recording = tuple(str(m.verdict) for m in self.state.metrics()) if settings.update_baselines else None
+        from rocm_validate.core.known_defects import known_defects  # a plugin module: see plugin._timeout_note
+
+        table = known_defects(config)
         return RunEnd(
             interrupted=watch.how if watch is not None else None,
             stopped=outputs_of(config).stopped,
             recording=recording,
             strict=settings.strict,
+            peers=peer_flags(self.peers),
+            expired=tuple(
+                f"entry {d.id!r} of {d.source} (owner {d.owner}, expired {d.expires})" for d in table.expired
+            ),
+            exit_status=self.exit_status,
         )
 
     def verdict(self) -> str | None:
@@ -185,7 +204,13 @@ class ResultCollector:
         facts = self.state.node
         node_gpus = [d.index for d in facts.devices if d.is_gpu and d.index is not None] if facts is not None else []
         return verdict(
-            check_records(results, device.index if device is not None and device.is_gpu else None, node_gpus), end
+            check_records(
+                results,
+                device.index if device is not None and device.is_gpu else None,
+                node_gpus,
+                device.pci_bus_id if device is not None else None,
+            ),
+            end,
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -280,9 +305,9 @@ class ResultCollector:
         if is_xdist_worker(session.config):
             return
         self.peers = self._peer_findings()
-        if any(f.flagged for f in self.peers) and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         end = self.run_end()
+        if (end.peers or end.expired) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a GPU below its peers, an expired known-defect entry
         if end.strict and end.recorded == 0 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --rocm-strict: recording nothing is no pass
         found = outputs_of(session.config)

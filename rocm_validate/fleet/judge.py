@@ -118,6 +118,7 @@ class NodeRecord:
     contention: str
     gpus: int
     ended: str = ""  # run_end: '' when the node's run finished and judged what it ran
+    known_defects: tuple[str, ...] = ()  # known-defect outcomes: tracked defects, not failing the node
 
 
 def run_end(node: NodeSummary) -> str:
@@ -267,6 +268,7 @@ class FleetBuilder:
                 contention=node.contention,
                 gpus=node.gpus,
                 ended=run_end(node),
+                known_defects=node.known_defects,
             )
         )
 

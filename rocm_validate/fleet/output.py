@@ -60,6 +60,7 @@ FLEET_SCHEMA: dict[str, Any] = {
                     "ended": _STRING,
                     "categories": _COUNTS,
                     "failed_checks": {"type": "array", "items": {"type": "object", "required": ["check", "category"]}},
+                    "known_defects": _COUNTS,
                 },
             },
         },
@@ -98,6 +99,7 @@ def to_dict(fleet: Fleet) -> dict[str, Any]:
             "categories": dict(Counter(category for _, category in r.failed)),
             "failed_checks": [{"check": c, "category": cat} for c, cat in r.failed],
             "below_peers": list(r.below_peers),
+            "known_defects": dict(Counter(r.known_defects)),
             "contention": r.contention,
             **_decision(fleet.decisions[r.name]),
         }
@@ -271,6 +273,10 @@ def markdown(fleet: Fleet) -> str:
         if named:
             rows = [(n, ", ".join(d.reasons), "; ".join(d.details[:2])) for n, d in named]
             lines += _section(f"{title} ({len(named)})", ("node", "why", "findings"), rows)
+    known = Counter(k for r in fleet.nodes for k in set(r.known_defects))
+    if known:
+        rows = [(k, str(n)) for k, n in sorted(known.items())]
+        lines += _section("Known defects (tracked, not failing a node)", ("entry", "nodes"), rows)
     outliers = _outlier_rows(fleet)
     if outliers:
         header: tuple[str, ...] = (

@@ -109,6 +109,7 @@ class NodeSummary:
     below_peers: tuple[str, ...] = ()  # GPUs of this node below their peers (the report's own peer comparison)
     gpus: int = 1
     summary: Mapping[str, int] = field(default_factory=dict)
+    known_defects: tuple[str, ...] = ()  # 'cudnn-sdpa-njt-backward (cudnn 9.19.0)', once per test that matched one
 
     @property
     def contention(self) -> str:
@@ -276,7 +277,18 @@ def summarize(data: Mapping[str, Any], path: Path) -> NodeSummary:
         ),
         gpus=max(1, sum(1 for g in gpus if g["device"].get("index") is not None)),
         summary=dict(data.get("summary") or {}),
+        known_defects=tuple(entries.line("tests (known_defect)", k) for k in _known_defects(data["tests"])),
     )
+
+
+def _known_defects(tests: Iterable[Any]) -> tuple[str, ...]:
+    """Each test reported as `known-defect`, as its entry's id and library version."""
+    found = []
+    for test in tests:
+        entry = test.get("known_defect") if isinstance(test, Mapping) else None
+        if test.get("outcome") == "known-defect" and isinstance(entry, Mapping):
+            found.append(f"{entry.get('id')} ({entry.get('library')})")
+    return tuple(found)
 
 
 _TEST_FIELDS = {"nodeid": (str,), "outcome": (str,), "category": (str, type(None))}

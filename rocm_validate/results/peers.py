@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rocm_validate.results.metrics import GpuRef, Metric, Verdict, format_number
+from rocm_validate.results.triage import PeerFlag
 
 # (own relative spread, a typical peer's relative spread) -> (allowed fraction, how it was
 # derived), or None when the metric is not compared (informational).
@@ -159,3 +160,13 @@ def gpu_findings(metrics: Iterable[Metric], band_for: Callable[[Metric], Band]) 
         samples = [PeerSample(m.gpu.label, m.value, m.dispersion, m.gpu) for m in group if m.gpu is not None]
         findings.extend(compare(name, unit, better, samples, band_for(group[0])))
     return findings
+
+
+def peer_flags(findings: Iterable[PeerFinding]) -> tuple[PeerFlag, ...]:
+    """The flagged findings, one per subject, with how much worse it is on each metric (the verdict's words)."""
+    shortfalls: dict[str, list[float]] = {}
+    for finding in findings:
+        if finding.flagged:
+            worse = 1 - finding.ratio if finding.better == "higher" else finding.ratio - 1
+            shortfalls.setdefault(finding.subject, []).append(worse)
+    return tuple(PeerFlag(subject, tuple(values)) for subject, values in sorted(shortfalls.items()))

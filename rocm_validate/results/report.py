@@ -16,6 +16,7 @@ from typing import Any
 
 from rocm_validate import __version__
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
+from rocm_validate.results.known_defects import Matched
 from rocm_validate.results.metrics import GpuRef, Metric, format_number
 from rocm_validate.results.triage import CATEGORIES, CheckRecord
 
@@ -172,7 +173,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "nodeid": {"type": "string"},
                     "suite": _STRING,
-                    "outcome": {"enum": ["passed", "failed", "skipped", "error", "xfailed", "xpassed"]},
+                    "outcome": {"enum": ["passed", "failed", "skipped", "error", "xfailed", "xpassed", "known-defect"]},
                     "duration_s": {"type": "number"},
                     "message": {"type": "string"},
                     "metrics": {"type": "array", "items": METRIC_SCHEMA},
@@ -182,6 +183,10 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "findings": {"type": "array", "items": FINDING_SCHEMA},
                     "gpu": GPU_REF_SCHEMA,
                     "work": {"enum": ["per-gpu", "shared", "node-wide", None]},
+                    "known_defect": {
+                        "type": ["object", "null"],
+                        "required": ["id", "library", "workaround", "reproduced"],
+                    },
                 },
             },
         },
@@ -219,6 +224,7 @@ class TestResult:
     work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.core.work)
     started: float | None = None  # epoch seconds its first phase began (for where the run's time went)
     stopped: float | None = None  # epoch seconds its last phase ended
+    known_defect: Matched | None = None  # the known-defect entry it matched (core.known_defects)
 
     @property
     def title(self) -> str:
@@ -239,6 +245,7 @@ class TestResult:
             "findings": self.findings,
             "gpu": None if self.gpu is None else asdict(self.gpu),
             "work": self.work,
+            "known_defect": None if self.known_defect is None else self.known_defect.to_dict(),
         }
 
     @property
@@ -435,7 +442,10 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
         )
         if outcomes.count("xfailed"):
             line += f", {outcomes.count('xfailed')} xfailed"
+        if outcomes.count("known-defect"):
+            line += f", {outcomes.count('known-defect')} known-defect"
         lines.append(line)
+        lines.extend(known_defect_lines(by_suite[suite]))
         reasons = Counter(_skip_reason(r.message) for r in by_suite[suite] if r.outcome == "skipped")
         for reason, count in reasons.most_common(top):
             lines.append(f"  {count} skipped: {reason}")
@@ -444,11 +454,28 @@ def suite_summary_lines(results: Iterable[TestResult], top: int = 5) -> list[str
     return lines
 
 
-def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = ()) -> list[CheckRecord]:
+def known_defect_lines(results: Iterable[TestResult]) -> list[str]:
+    """Each known defect the results matched, once: '  2 known-defect: <id> (cudnn 9.19.0): workaround: ...',
+    and '  <id> no longer reproduces (...): remove it' for one whose tests passed."""
+    reproduced = Counter(r.known_defect for r in results if r.known_defect and r.outcome == "known-defect")
+    fixed = {r.known_defect for r in results if r.known_defect and not r.known_defect.reproduced}
+    lines = [
+        f"  {n} known-defect: {k.label}: workaround: {k.workaround}" for k, n in sorted(reproduced.items(), key=str)
+    ]
+    return lines + [
+        f"  {k.id} no longer reproduces ({k.library}): remove it from the known-defects table"
+        for k in sorted(fixed, key=str)
+    ]
+
+
+def check_records(
+    results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = (), bdf: str | None = None
+) -> list[CheckRecord]:
     """The triage verdict's input from this run's results: every test that ran (skips validated
     nothing) on its own GPU in a whole-node run, else on the run's GPU (`gpu`, None for the CPU);
     preflight checks are the host's; a node-wide test of a whole-node run (`node_gpus`) ran on
-    every one of its GPUs (a collective, a verdict pooling every GPU's share)."""
+    every one of its GPUs (a collective, a verdict pooling every GPU's share). `bdf` is the run's GPU's
+    PCI address (a single-GPU run's results carry none of their own)."""
 
     def where(result: TestResult) -> list[int | None]:
         if result.suite == "preflight":
@@ -458,7 +485,16 @@ def check_records(results: Iterable[TestResult], gpu: int | None, node_gpus: Seq
         return list(node_gpus) if result.work == "node-wide" and node_gpus else [gpu]
 
     return [
-        CheckRecord(index, r.nodeid, (r.category or "crash") if r.failed else None, r.suite, r.fix)
+        CheckRecord(
+            index,
+            r.nodeid,
+            (r.category or "crash") if r.failed else None,
+            r.suite,
+            r.fix,
+            r.gpu.pci_bus_id if r.gpu is not None else (bdf if index == gpu else None),
+            r.known_defect.label if r.known_defect else None,
+            bool(r.known_defect and r.known_defect.reproduced),
+        )
         for r in results
         if r.outcome not in ("skipped", "xfailed")
         for index in where(r)

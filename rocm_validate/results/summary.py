@@ -76,10 +76,17 @@ def suite_table(results: Iterable[TestResult]) -> Table:
         if result.suite:
             counts.setdefault(result.suite, Counter())[result.outcome] += 1
     rows = tuple(
-        (suite, str(c["passed"]), str(sum(c[o] for o in _FAILED)), str(c["skipped"]), str(c["xfailed"]))
+        (
+            suite,
+            str(c["passed"]),
+            str(sum(c[o] for o in _FAILED)),
+            str(c["skipped"]),
+            str(c["xfailed"]),
+            str(c["known-defect"]),
+        )
         for suite, c in sorted(counts.items())
     )
-    return Table("Suites", ("suite", "passed", "failed", "skipped (not validated)", "xfailed"), rows)
+    return Table("Suites", ("suite", "passed", "failed", "skipped (not validated)", "xfailed", "known-defect"), rows)
 
 
 def gpu_table(devices: Sequence[DeviceInfo], results: Iterable[TestResult], peers: Sequence[PeerFinding]) -> Table:
@@ -136,12 +143,24 @@ def failure_table(results: Iterable[TestResult]) -> Table:
     return Table("Failures", ("test", "outcome", "message"), rows)
 
 
+def known_defect_table(results: Iterable[TestResult]) -> Table:
+    """Each test a known-defect entry matched: the entry, the library version found, the
+    workaround, and whether it still reproduces."""
+    rows = tuple(
+        (r.title, r.known_defect.id, r.known_defect.library, r.known_defect.state, r.known_defect.workaround)
+        for r in results
+        if r.known_defect is not None
+    )
+    return Table("Known defects", ("test", "entry", "library", "state", "workaround"), rows)
+
+
 def tables(facts: RunFacts) -> list[Table]:
     """The summary's tables, those with rows only."""
     found = [suite_table(facts.results)]
     if any(r.gpu is not None for r in facts.results):
         found.append(gpu_table(facts.devices, facts.results, facts.peers))
     found += [metric_table(facts.results, facts.peers), failure_table(facts.results)]
+    found.append(known_defect_table(facts.results))
     return [table for table in found if table.rows]
 
 

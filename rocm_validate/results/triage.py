@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from rocm_validate.results.metrics import Verdict
@@ -29,6 +29,7 @@ CATEGORIES: dict[str, str] = {
     "contention": "another process used the GPU, or the host CPU was loaded for a host-side metric",
     "throttling": "clocks or power limits explain the loss",
     "timeout": "the test ran past its time limit",
+    "hang": "the test never returned from native code past its time limit: the watchdog ended the run",
     "crash": "the test or its process died or raised an unexpected error",
 }
 CATEGORY_PROPERTY = "rocm_category"  # the test's category among its user properties (JSON report, JUnit)
@@ -108,6 +109,9 @@ class CheckRecord:
     category: str | None = None
     suite: str | None = None  # a configuration failure outside preflight is an input's, not the host's
     fix: str | None = None  # what to fix, where the check said (FIX_PROPERTY)
+    bdf: str | None = None  # the GPU's PCI address, where known
+    known: str | None = None  # a known defect it matched: 'cudnn-sdpa-njt-backward (cudnn 9.19.0)'
+    reproduced: bool = True  # with `known`: False when the test passed (the defect no longer reproduces)
 
 
 def _gpus(indices: Iterable[int]) -> str:
@@ -116,6 +120,12 @@ def _gpus(indices: Iterable[int]) -> str:
     if not found:
         return "the host"
     return f"GPU {found[0]}" if len(found) == 1 else "GPUs " + ", ".join(str(i) for i in found)
+
+
+def _label(gpu: int, records: Iterable[CheckRecord]) -> str:
+    """'GPU 1 (BDF 0000:00:07.0)' where a record of that GPU knows its address, else 'GPU 1'."""
+    bdf = next((r.bdf for r in records if r.gpu == gpu and r.bdf), None)
+    return f"GPU {gpu}" + (f" (BDF {bdf})" if bdf else "")
 
 
 def _counts(records: Iterable[CheckRecord]) -> str:
@@ -204,7 +214,7 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
         peers = (
             " that passed on the other GPUs" if len(gpus) > 1 and any(r.category != "hardware" for r in mine) else ""
         )
-        parts.append(f"GPU {gpu}: drain and triage ({_counts(mine)}{peers})")
+        parts.append(f"{_label(gpu, records)}: drain and triage ({_counts(mine)}{peers})")
     if of("contention"):
         parts.append(
             f"contention: rerun on an idle node; these results say nothing about the stack ({_counts(of('contention'))})"
@@ -212,6 +222,14 @@ def verdict_parts(records: Sequence[CheckRecord]) -> list[str]:
     if of("throttling"):
         where = _gpus(r.gpu for r in of("throttling") if r.gpu is not None)
         parts.append(f"throttling on {where}: check cooling, power caps and clock settings, then rerun")
+    hung = of("hang")
+    if hung:
+        where = ", ".join(_label(g, records) for g in sorted({r.gpu for r in hung if r.gpu is not None}))
+        parts.append(
+            f"hang: {hung[0].check} never returned on {where or 'the host'}: check "
+            f"{'that GPU' if where else 'the host'} (kernel log: Xid or amdgpu errors; amd-smi / nvidia-smi for a "
+            "stuck or lost device), then rerun; a hang that repeats on one GPU: drain it"
+        )
     for category, action in (
         ("timeout", "rerun; a hang that repeats points at the driver or the GPU"),
         ("crash", "rerun the failed tests alone; one GPU repeating it: drain it, every GPU: roll back the image"),
@@ -227,6 +245,21 @@ NOT_RECORDED = (Verdict.NOISY, Verdict.REFUSED, Verdict.NOT_RECORDED)
 
 
 @dataclass(frozen=True)
+class PeerFlag:
+    """One subject (a GPU, or a GPU pair) worse than the median of its peers on some metrics."""
+
+    subject: str  # 'GPU 1 (BDF 0000:00:07.0)'
+    shortfalls: tuple[float, ...]  # how much worse on each flagged metric, as fractions
+
+    def describe(self) -> str:
+        """'GPU 1 (BDF 0000:00:07.0) slower than its peers by 4.7-6.8% on 5 metrics: drain and triage'."""
+        low, high = min(self.shortfalls), max(self.shortfalls)
+        by = f"{low:.1%}" if f"{low:.1%}" == f"{high:.1%}" else f"{low * 100:.1f}-{high:.1%}"
+        count = len(self.shortfalls)
+        return f"{self.subject} slower than its peers by {by} on {count} metric{'s' if count > 1 else ''}: drain and triage"
+
+
+@dataclass(frozen=True)
 class RunEnd:
     """How the run ended, besides its checks: what interrupted it, the usage error that stopped it,
     and (under --update-baselines) the verdicts of the measurements it was to record."""
@@ -235,6 +268,9 @@ class RunEnd:
     stopped: str | None = None  # the usage error that stopped it
     recording: tuple[str, ...] | None = None  # None: not an --update-baselines run
     strict: bool = False
+    peers: tuple[PeerFlag, ...] = ()  # GPUs worse than their peers (whole-node runs)
+    expired: tuple[str, ...] = ()  # site known-defect entries past their date: 'entry X of FILE (owner Y, ...)'
+    exit_status: int | None = None  # the run's, once known: a verdict never says 'pass' beside a non-zero one
 
     @property
     def recorded(self) -> int | None:
@@ -256,15 +292,77 @@ def recording_part(end: RunEnd) -> str | None:
     return f"nothing was recorded by --update-baselines: {why}{strict}"
 
 
+def _peer_parts(records: Sequence[CheckRecord], end: RunEnd) -> list[str]:
+    return [flag.describe() for flag in end.peers]
+
+
+def _expired_parts(records: Sequence[CheckRecord], end: RunEnd) -> list[str]:
+    return [f"known-defect {entry} has expired: renew its date or remove it" for entry in end.expired]
+
+
+def _known(records: Sequence[CheckRecord], reproduced: bool) -> dict[str, set[int | None]]:
+    """Each known defect the records matched, with the GPUs it matched on."""
+    found: dict[str, set[int | None]] = {}
+    for record in records:
+        if record.known and record.reproduced == reproduced:
+            found.setdefault(record.known, set()).add(record.gpu)
+    return found
+
+
+def _known_where(gpus: set[int | None]) -> str:
+    return _gpus(g for g in gpus if g is not None)
+
+
+def _strict_known_parts(records: Sequence[CheckRecord], end: RunEnd) -> list[str]:
+    if not end.strict:
+        return []
+    return [
+        f"known defect {known} on {_known_where(gpus)} (--rocm-strict fails a known defect): fix the stack or run "
+        "without --rocm-strict"
+        for known, gpus in sorted(_known(records, True).items())
+    ]
+
+
+# Each cause of a non-zero exit status that is not one failed check, in the order the verdict names
+# them (a failed check's own words come from `verdict_parts`; a usage error, an interruption and a
+# recording that recorded nothing are worded in `verdict`). A new cause is one row here.
+RUN_CAUSES: tuple[Callable[[Sequence[CheckRecord], RunEnd], list[str]], ...] = (
+    _peer_parts,
+    _expired_parts,
+    _strict_known_parts,
+)
+
+
+def _notes(records: Sequence[CheckRecord], end: RunEnd) -> list[str]:
+    """What the verdict says without failing the run: known defects (outside --rocm-strict) and
+    entries whose tests now pass."""
+    notes = []
+    if not end.strict:
+        notes += [
+            f"known defect {known} on {_known_where(gpus)}: tracked upstream, not failing the run (workaround in the "
+            "summary above)"
+            for known, gpus in sorted(_known(records, True).items())
+        ]
+    notes += [
+        f"known defect {known} no longer reproduces on {_known_where(gpus)}: remove it from the known-defects table"
+        for known, gpus in sorted(_known(records, False).items())
+    ]
+    return notes
+
+
 def verdict(records: Sequence[CheckRecord], end: RunEnd | None = None) -> str:
     """The run's last line: 'software regression: roll back the image (...)' when every GPU fails
     the same numerics or performance checks, 'GPU 5: drain and triage (...)' when one fails alone,
-    and for a single-GPU run what one GPU can say. It never says 'pass' for a run that was
-    interrupted, stopped on a usage error, validated nothing or recorded nothing it was asked to."""
+    and for a single-GPU run what one GPU can say. Every cause of a non-zero exit status has its
+    words here (RUN_CAUSES): it never says 'pass' for a run that failed, was interrupted, stopped
+    on a usage error, validated nothing or recorded nothing it was asked to."""
     end = end or RunEnd()
     if end.stopped and not records:
         return f"rocm-validate verdict: {NOTHING_VALIDATED}: the run stopped on a usage error: {end.stopped}"
     parts = verdict_parts(records)
+    causes = [part for cause in RUN_CAUSES for part in cause(records, end)]
+    if causes:
+        parts = [*causes, *(p.replace("pass: every check that ran", "every other check that ran") for p in parts)]
     if end.stopped:
         parts = [f"usage error: {end.stopped}", *(p.removeprefix("pass: ") for p in parts)]
     recorded = recording_part(end)
@@ -278,4 +376,9 @@ def verdict(records: Sequence[CheckRecord], end: RunEnd | None = None) -> str:
             "asked; rerun it"
         )
         parts = [lead, *(p.replace("pass: every check that ran", "every check that finished") for p in parts)]
-    return "rocm-validate verdict: " + "; ".join(parts)
+    if end.exit_status and parts[0].startswith("pass: "):  # a cause no row names: never 'pass' beside it
+        parts = [
+            f"exit status {end.exit_status} though no check of a suite failed: read the failures above",
+            *(p.replace("pass: every check that ran", "every check of a suite that ran") for p in parts),
+        ]
+    return "rocm-validate verdict: " + "; ".join([*parts, *_notes(records, end)])

@@ -1,5 +1,6 @@
 """Device-dependent parametrization of the correctness suite (the dtypes each check runs in), and
-the margins of every check of a test recorded for the report.
+the margins of every check of a test recorded for the report (with its call's report, where its
+category and a known defect are decided).
 
 Test ids name the dtype, so a GPU run (bf16, fp16) and a CPU run (fp32) list what they checked.
 """
@@ -46,10 +47,22 @@ def _block_cases(is_gpu: bool) -> list[object]:
     return cases
 
 
+_COMPARISONS = pytest.StashKey[list]()  # the comparisons a test judged, until its call's report is made
+
+
 @pytest.fixture(autouse=True)
 def _record_check_margins(request: pytest.FixtureRequest):
     """Every comparison a test judges lands in the JSON report with how close it came to its bounds."""
     with recording_comparisons() as found:
+        request.node.stash[_COMPARISONS] = found
         yield
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """The margins join the test's properties before its call's report is made, so the report that
+    is categorized and matched against known defects (rocm_validate.core.known_defects) has them."""
+    found = item.stash.get(_COMPARISONS, None) if call.when == "call" else None
     if found:
-        request.node.user_properties.append((NUMERICS_PROPERTY, json.dumps([margins(c) for c in found])))
+        item.user_properties.append((NUMERICS_PROPERTY, json.dumps([margins(c) for c in found])))
+    return (yield)
