@@ -805,3 +805,63 @@ def test_a_baseline_entry_of_a_metric_not_measured_here_is_no_misspelling(pytest
     _perf_project(pytester, TWO_METRICS)
     _baselines(pytester, "sdpa.forward.bert-large.48x16x512x64")
     assert _perf_run(pytester).ret == pytest.ExitCode.OK
+
+
+# --- 12. A test file that cannot be imported, a fixture of the user's that raises ------------------
+
+UNIMPORTABLE = """
+import no_such_module_anywhere
+
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+def test_never_collected():
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "1")], ids=["plain", "xdist"])
+def test_a_test_file_that_cannot_be_imported_is_named_as_configuration_never_an_interruption(
+    pytester: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    _cpu_project(pytester)
+    pytester.makepyfile(test_broken=UNIMPORTABLE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *workers, *_outputs(pytester))
+    assert result.ret != pytest.ExitCode.OK
+    verdict = _report(pytester)["verdict"]
+    assert verdict.startswith(
+        "rocm-validate verdict: a test file could not be imported: test_broken.py: ModuleNotFoundError: No module "
+        "named 'no_such_module_anywhere' (configuration)"
+    )
+    assert "interrupted" not in verdict and "interrupted" not in _verdict_line(result)
+    broken = next(t for t in _report(pytester)["tests"] if t["nodeid"] == "test_broken.py")
+    assert (broken["outcome"], broken["category"]) == ("error", "configuration")
+
+
+USER_FIXTURE = """
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+@pytest.fixture
+def dataset():
+    raise FileNotFoundError("/data/corpus.bin")
+
+
+def test_reads_the_dataset(dataset):
+    pass
+"""
+
+
+def test_an_exception_in_a_users_fixture_is_configuration_never_roll_back_the_image(
+    pytester: pytest.Pytester,
+) -> None:
+    _cpu_project(pytester, USER_FIXTURE)
+    result = pytester.runpytest("-p", "no:cacheprovider", *_outputs(pytester))
+    (test,) = _report(pytester)["tests"]
+    assert (test["outcome"], test["category"]) == ("error", "configuration")
+    assert test["fix"].startswith("fix the fixture dataset (") and "raised before the test ran" in test["fix"]
+    assert "roll back" not in _verdict_line(result) and "crash" not in _verdict_line(result)
