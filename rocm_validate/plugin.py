@@ -41,6 +41,7 @@ pytest_plugins = (
     "rocm_validate.core.fixtures",
     "rocm_validate.core.oom",
     "rocm_validate.core.known_defects",  # --rocm-known-defects: failures of tracked stack defects as known-defect
+    "rocm_validate.core.process_exit",  # os._exit in a test fails it, never a green exit without a verdict
     "rocm_validate.core.watchdog",  # ends a plain run whose test is stuck in native code past its timeout
     "rocm_validate.core.tunableop_file",  # --rocm-tunableop-file and the TunableOp fixtures
     "rocm_validate.core.sharing",  # per-GPU, shared and node-wide work; what each worker of a node run keeps

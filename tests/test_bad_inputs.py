@@ -865,3 +865,50 @@ def test_an_exception_in_a_users_fixture_is_configuration_never_roll_back_the_im
     assert (test["outcome"], test["category"]) == ("error", "configuration")
     assert test["fix"].startswith("fix the fixture dataset (") and "raised before the test ran" in test["fix"]
     assert "roll back" not in _verdict_line(result) and "crash" not in _verdict_line(result)
+
+
+# --- 13. A test that ends the process ------------------------------------------------------------
+
+ENDS_THE_PROCESS = """
+import os
+import threading
+
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+def test_ends_the_process():
+    if os.environ.get("FROM_A_THREAD"):
+        thread = threading.Thread(target=os._exit, args=(0,))
+        thread.start()
+        thread.join()
+    os._exit(0)
+
+
+def test_after():
+    pass
+"""
+
+
+def test_os_exit_in_a_test_fails_that_test_and_the_run_goes_on_to_its_verdict(pytester: pytest.Pytester) -> None:
+    _cpu_project(pytester, ENDS_THE_PROCESS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *_outputs(pytester))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    outcomes = {t["nodeid"].split("::")[-1]: (t["outcome"], t["message"]) for t in _report(pytester)["tests"]}
+    assert outcomes["test_after"][0] == "passed"
+    assert outcomes["test_ends_the_process"][0] == "failed"
+    assert "test_ends_the_process called os._exit(0)" in outcomes["test_ends_the_process"][1]
+    assert "pass" not in _verdict_line(result).split(":")[1]
+
+
+def test_os_exit_0_from_a_thread_of_a_test_never_ends_the_run_green(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FROM_A_THREAD", "1")
+    _cpu_project(pytester, ENDS_THE_PROCESS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *_outputs(pytester))
+    assert result.ret == 1
+    result.stderr.fnmatch_lines(
+        ["rocm-validate: *test_ends_the_process ended the process with os._exit(0) from a thread*"]
+    )
