@@ -41,6 +41,7 @@ pytest_plugins = (
     "rocm_validate.core.fixtures",
     "rocm_validate.core.oom",
     "rocm_validate.core.known_defects",  # --rocm-known-defects: failures of tracked stack defects as known-defect
+    "rocm_validate.core.process_exit",  # os._exit in a test fails it, never a green exit without a verdict
     "rocm_validate.core.watchdog",  # ends a plain run whose test is stuck in native code past its timeout
     "rocm_validate.core.tunableop_file",  # --rocm-tunableop-file and the TunableOp fixtures
     "rocm_validate.core.sharing",  # per-GPU, shared and node-wide work; what each worker of a node run keeps
@@ -123,8 +124,21 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
     state = run_state(config)
     touched = _touches_suites(config)
-    lines = header_lines(state.settings, state.device() if touched else None)
+    lines = header_lines(state.settings, state.device() if touched else None, _selection(config))
     return lines + (node.header_lines(state, node.REQUESTED_WORKERS_KEY in config.stash) if touched else [])
+
+
+def _selection(config: pytest.Config) -> tuple[str, ...]:
+    """What the user selected tests with: -k and -m expressions, and the test paths given on the
+    command line (not the ini's testpaths), for the header's rerun command."""
+    words = []
+    for flag, option in (("-k", "keyword"), ("-m", "markexpr")):
+        value = config.getoption(option, None)
+        if value:
+            words += [flag, str(value)]
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        words += [str(arg) for arg in config.args]
+    return tuple(words)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -661,3 +661,254 @@ def test_a_long_failure_in_the_summary_is_cut_at_a_word_with_an_ellipsis(pyteste
     original = "the rendezvous at 127.0.0.1 could not be reached " * 20
     kept = cell.removesuffix("…")
     assert cell.endswith("…") and original.startswith(kept) and original[len(kept)] == " "
+
+
+# --- 10. mlperf-score: one run per file, one benchmark per set, nothing unread reads as compliant ----
+
+
+def _mlperf_score(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    from rocm_validate.cli.main import main
+
+    status = main(["mlperf-score", *map(str, args)])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err.strip()
+
+
+def test_a_log_holding_two_benchmarks_is_named_and_not_accepted_and_shows_neither_runs_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_set(tmp_path / "bert", [2_450_000 + 10_000 * i for i in range(10)], batch=448)
+    llama = write_llama31_8b_run(tmp_path / "llama.txt", 3_000_000)
+    (folder / "result_0.txt").write_text((folder / "result_0.txt").read_text() + llama.read_text())
+    _, out, err = _mlperf_score(capsys, folder, "--no-compliance")
+    row = next(line for line in out.splitlines() if line.startswith("result_0.txt"))
+    assert row.split()[1] == "unreadable" and "3.2900" not in row and "KeyError" not in out + err
+    assert re.search(r"result_0.txt: holds runs of 2 benchmarks \('bert' at line \d+, 'llama31_8b' at line \d+\)", out)
+
+
+def test_runs_of_two_benchmarks_in_one_set_are_refused_naming_the_files_of_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_set(tmp_path / "runs", [2_450_000] * 3, batch=448)
+    write_llama31_8b_run(folder / "result_3.txt", 3_000_000)
+    status, out, err = _mlperf_score(capsys, folder, "--no-compliance")
+    assert status == 2 and out == "" and len(err.splitlines()) == 1
+    assert (
+        "holds runs of 2 benchmarks (bert: result_0.txt, result_1.txt, result_2.txt; llama31_8b: result_3.txt)" in err
+    )
+
+
+@pytest.mark.parametrize("text", ["", "garbage\n", ":::MLLOG {not json\n"], ids=["empty", "garbage", "broken"])
+def test_an_unreadable_log_never_shows_compliance_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for index in range(3):
+        (folder / f"result_{index}.txt").write_text(text)
+    _, out, _ = _mlperf_score(capsys, folder)
+    rows = [line for line in out.splitlines() if line.startswith("result_")]
+    assert len(rows) == 3 and all(row.split()[1] == "unreadable" and row.endswith("not checked") for row in rows)
+    _, out, _ = _mlperf_score(capsys, folder, "--json")
+    assert all(run["compliance"] and run["compliance"][0].startswith("not checked") for run in json.loads(out)["runs"])
+
+
+# --- 11. Options and files: a tiny timeout, a disabled plugin, a foreign ini, a misspelled entry ----
+
+
+@pytest.mark.parametrize("value", ["0.001", "1e-9", "0.5"])
+def test_a_timeout_too_short_for_pytest_itself_is_a_usage_error(pytester: pytest.Pytester, value: str) -> None:
+    _cpu_project(pytester)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--rocm-timeout={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in result.stdout.str()
+    result.stderr.fnmatch_lines([f"ERROR: --rocm-timeout='{value}': expected at least 1 second*"])
+
+
+def test_the_suites_with_the_plugin_turned_off_stop_once_with_one_line(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("-p", "no:rocm_validate", "-p", "no:cacheprovider", str(ROOT / "suites"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(["ERROR: the suites need the rocm_validate plugin, which '-p no:rocm_validate'*"])
+
+
+ROOT = Path(__file__).resolve().parents[1]
+GEMM_SUITE_FILE = ROOT / "suites" / "correctness" / "test_gemm.py"
+
+
+def _gemm_checks(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """The bf16 GEMM checks of the correctness suite, run from a folder of another project."""
+    return pytester.runpytest_subprocess(
+        *args,
+        "-p",
+        "no:cacheprovider",
+        "--rocm-device=cpu",
+        f"--rocm-baselines={ROOT / 'baselines'}",
+        "-k",
+        "test_gemm and bfloat16",
+        str(GEMM_SUITE_FILE),
+    )
+
+
+def test_the_suites_under_a_foreign_ini_keep_their_suites_header_and_verdict(pytester: pytest.Pytester) -> None:
+    (pytester.path / "other.ini").write_text("[pytest]\n")
+    result = _gemm_checks(pytester, "-c", str(pytester.path / "other.ini"))
+    assert result.ret == pytest.ExitCode.OK
+    assert any(line.startswith("rocm-validate device: ") for line in result.outlines)
+    assert _verdict_line(result) == "rocm-validate verdict: pass: every check that ran passed on the host"
+
+
+def test_a_strict_ini_value_that_is_no_truth_value_names_the_key(pytester: pytest.Pytester) -> None:
+    _cpu_project(pytester)
+    pytester.makeini("[pytest]\nrocm_strict = maybe\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: rocm_strict in *tox.ini: invalid truth value 'maybe'; expected true or false*"]
+    )
+
+
+def test_the_rerun_command_keeps_the_test_paths_and_the_k_expression(pytester: pytest.Pytester) -> None:
+    result = _gemm_checks(pytester)
+    rerun = next(line for line in result.outlines if line.startswith("rocm-validate rerun: "))
+    assert rerun.endswith(f" -k 'test_gemm and bfloat16' {GEMM_SUITE_FILE}")
+
+
+def _baselines(pytester: pytest.Pytester, name: str) -> None:
+    row = {"value": 1.0, "unit": "TFLOP/s", "better": "higher", "dispersion": 0.01, "samples": 10}
+    entry = {**row, "provenance": {"date": "2026-11-23"}}
+    (pytester.path / "baselines" / f"{PERF_KEY}.json").write_text(
+        json.dumps({"schema": "rocm-validate/baselines/1", "device_key": PERF_KEY, "metrics": {name: entry}})
+    )
+
+
+def test_a_misspelled_baseline_entry_is_a_usage_error_naming_the_metric_it_misses(pytester: pytest.Pytester) -> None:
+    _perf_project(pytester, TWO_METRICS)
+    _baselines(pytester, "gemm.bf16.8192x8192x8193")
+    result = _perf_run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --rocm-baselines: *gemm.bf16.8192x8192x8193 (closest: gemm.bf16.8192x8192x8192)*"]
+    )
+
+
+def test_a_misspelled_baseline_entry_in_a_partial_run_is_a_warning(pytester: pytest.Pytester) -> None:
+    _perf_project(pytester, TWO_METRICS)
+    _baselines(pytester, "gemm.bf16.8192x8192x8193")
+    result = _perf_run(pytester, "-k", "gemm")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["rocm-validate perf: 1 baseline entry(ies) of * gated nothing: *8193 (closest: *8192)"]
+    )
+
+
+def test_a_baseline_entry_of_a_metric_not_measured_here_is_no_misspelling(pytester: pytest.Pytester) -> None:
+    _perf_project(pytester, TWO_METRICS)
+    _baselines(pytester, "sdpa.forward.bert-large.48x16x512x64")
+    assert _perf_run(pytester).ret == pytest.ExitCode.OK
+
+
+# --- 12. A test file that cannot be imported, a fixture of the user's that raises ------------------
+
+UNIMPORTABLE = """
+import no_such_module_anywhere
+
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+def test_never_collected():
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "1")], ids=["plain", "xdist"])
+def test_a_test_file_that_cannot_be_imported_is_named_as_configuration_never_an_interruption(
+    pytester: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    _cpu_project(pytester)
+    pytester.makepyfile(test_broken=UNIMPORTABLE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *workers, *_outputs(pytester))
+    assert result.ret != pytest.ExitCode.OK
+    verdict = _report(pytester)["verdict"]
+    assert verdict.startswith(
+        "rocm-validate verdict: a test file could not be imported: test_broken.py: ModuleNotFoundError: No module "
+        "named 'no_such_module_anywhere' (configuration)"
+    )
+    assert "interrupted" not in verdict and "interrupted" not in _verdict_line(result)
+    broken = next(t for t in _report(pytester)["tests"] if t["nodeid"] == "test_broken.py")
+    assert (broken["outcome"], broken["category"]) == ("error", "configuration")
+
+
+USER_FIXTURE = """
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+@pytest.fixture
+def dataset():
+    raise FileNotFoundError("/data/corpus.bin")
+
+
+def test_reads_the_dataset(dataset):
+    pass
+"""
+
+
+def test_an_exception_in_a_users_fixture_is_configuration_never_roll_back_the_image(
+    pytester: pytest.Pytester,
+) -> None:
+    _cpu_project(pytester, USER_FIXTURE)
+    result = pytester.runpytest("-p", "no:cacheprovider", *_outputs(pytester))
+    (test,) = _report(pytester)["tests"]
+    assert (test["outcome"], test["category"]) == ("error", "configuration")
+    assert test["fix"].startswith("fix the fixture dataset (") and "raised before the test ran" in test["fix"]
+    assert "roll back" not in _verdict_line(result) and "crash" not in _verdict_line(result)
+
+
+# --- 13. A test that ends the process ------------------------------------------------------------
+
+ENDS_THE_PROCESS = """
+import os
+import threading
+
+import pytest
+
+pytestmark = pytest.mark.rocm_suite("correctness")
+
+
+def test_ends_the_process():
+    if os.environ.get("FROM_A_THREAD"):
+        thread = threading.Thread(target=os._exit, args=(0,))
+        thread.start()
+        thread.join()
+    os._exit(0)
+
+
+def test_after():
+    pass
+"""
+
+
+def test_os_exit_in_a_test_fails_that_test_and_the_run_goes_on_to_its_verdict(pytester: pytest.Pytester) -> None:
+    _cpu_project(pytester, ENDS_THE_PROCESS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *_outputs(pytester))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    outcomes = {t["nodeid"].split("::")[-1]: (t["outcome"], t["message"]) for t in _report(pytester)["tests"]}
+    assert outcomes["test_after"][0] == "passed"
+    assert outcomes["test_ends_the_process"][0] == "failed"
+    assert "test_ends_the_process called os._exit(0)" in outcomes["test_ends_the_process"][1]
+    assert "pass" not in _verdict_line(result).split(":")[1]
+
+
+def test_os_exit_0_from_a_thread_of_a_test_never_ends_the_run_green(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FROM_A_THREAD", "1")
+    _cpu_project(pytester, ENDS_THE_PROCESS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *_outputs(pytester))
+    assert result.ret == 1
+    result.stderr.fnmatch_lines(
+        ["rocm-validate: *test_ends_the_process ended the process with os._exit(0) from a thread*"]
+    )

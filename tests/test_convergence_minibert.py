@@ -139,3 +139,38 @@ def test_labels_leaking_into_the_inputs_fail_mlperfs_rcp_check_as_too_fast(check
     verdict = check.check(Candidate("leaky-masking", "broken on purpose"))
     assert not verdict.rcp_pass, "MLPerf's own RCP check must reject suspiciously fast convergence"
     assert verdict.verdict == "too-fast", verdict.message
+
+
+@pytest.fixture(scope="module")
+def four_steps_of_every_candidate(tmp_path_factory):
+    """Seed 0 of every candidate, four steps each: its trained weights' digest by candidate name."""
+    short = dataclasses.replace(SPEC, max_steps=4, warmup_steps=2)
+    folder = tmp_path_factory.mktemp("candidates")
+    return {
+        c.name: Trainer(short, c, torch.device("cpu"), fp8_formats=("e4m3fn", "e5m2")).run(0, folder / c.name).weights
+        for c in (*minibert.CANDIDATES, dataclasses.replace(REFERENCE, name="reference-again"))
+    }
+
+
+def test_every_candidate_trains_its_own_configuration(four_steps_of_every_candidate):
+    """Samples to converge are counted at evaluations, so candidates can agree on them seed for
+    seed; their weights cannot, unless a candidate trains the reference's configuration."""
+    digests = {name: four_steps_of_every_candidate[name] for name in (c.name for c in minibert.CANDIDATES)}
+    assert len(set(digests.values())) == len(digests), digests
+
+
+def test_the_reference_trained_twice_has_the_same_weights(four_steps_of_every_candidate):
+    """The negative control: a candidate that trains the reference's configuration is caught."""
+    assert four_steps_of_every_candidate["reference-again"] == four_steps_of_every_candidate["reference"]
+
+
+def test_fp8_linear_on_the_cpu_emulates_the_fp8_gemm():
+    """The CPU's _scaled_mm is a reference kernel (0.85 s a 1024x64x256 product on one thread):
+    one CI-sized run through it took 30 min, emulated 8 s."""
+    fp8_linear = next(c for c in minibert.CANDIDATES if c.fp8_linear)
+    assert minibert.fp8_matmul(torch.device("cpu")) == "emulated"
+    trainer = Trainer(SPEC, fp8_linear, torch.device("cpu"), fp8_formats=("e4m3fn", "e5m2"))
+    module, _ = trainer.model_for(0)
+    layers = [m for m in module.modules() if isinstance(m, minibert.fp8.Fp8Linear)]
+    assert layers and all(not layer.uses_scaled_mm(torch.device("cpu")) for layer in layers)
+    assert trainer.label == "fp8-linear (project-delayed, emulated GEMM)"

@@ -114,13 +114,13 @@ def test_a_missing_expect_file_is_one_line(fleet_folder, tmp_path, capsys):
     assert "no such file or folder; give a hosts file, a folder or host1,host2" in capsys.readouterr().err
 
 
-def test_a_fleet_report_written_into_the_reports_folder_is_not_read_back_as_a_node(fleet_folder, tmp_path, capsys):
+def test_a_fleet_report_written_beside_the_reports_is_not_read_back_as_a_node(fleet_folder, tmp_path, capsys):
     folder = tmp_path / "reports"
     folder.mkdir()
     for path in fleet_folder.glob("*.json"):
         (folder / path.name).write_text(path.read_text())
-    assert main(["fleet", str(folder), "--out", str(folder)]) == 1
-    assert main(["fleet", str(folder), "--out", str(folder)]) == 1
+    assert main(["fleet", str(folder), "--out", str(folder / "fleet")]) == 1
+    assert main(["fleet", str(folder), "--out", str(folder / "fleet")]) == 1
     assert capsys.readouterr().out.splitlines()[-2] == "rocm-validate fleet verdict: drain: node-2 (numerics)"
 
 

@@ -231,3 +231,22 @@ def test_an_unreadable_proc_stat_is_recorded_as_unavailable(tmp_path: Path) -> N
 def test_the_host_load_meter_reads_this_machine() -> None:
     load = processes.HostLoadMeter().start().finish()
     assert load.unavailable or (load.cpus and load.busy_cpus is not None)
+
+
+def test_on_the_cpu_other_work_of_a_busy_process_is_contention_as_another_process_on_a_gpu() -> None:
+    """'host CPUs: 1.0 of 2 busy with other work' (0.96 of 2: under half the host) was blamed on the image."""
+    on_cpu = {**evidence(clock=None, host={"cpus": 2, "other_cpus": 0.96}), "host_bound": True}
+    found = attribute("gemm.bf16.128x128x128", on_cpu, None, 0.3)
+    assert found.category == "contention" and "host CPUs: 1.0 of 2 busy with other work" in found.note
+
+
+def test_on_an_idle_cpu_a_loss_stays_the_stacks() -> None:
+    """The negative control: background work of an idle CI VM is no contention."""
+    idle = {**evidence(clock=None, host={"cpus": 2, "other_cpus": 0.08}), "host_bound": True}
+    assert attribute("gemm.bf16.128x128x128", idle, None, 0.3).category == "performance"
+
+
+def test_a_gpus_host_side_metric_keeps_the_share_rule() -> None:
+    """On a GPU node, a busy process beside a launch-latency measurement on 16 CPUs is no loaded host."""
+    beside = evidence(host={"cpus": 16, "other_cpus": 1.0})
+    assert attribute("launch.empty_kernel.host_us", beside, 1755.0, 0.3).category == "performance"

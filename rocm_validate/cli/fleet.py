@@ -99,19 +99,22 @@ class Outputs:
 
 
 def report_paths(inputs: Iterable[Path], outputs: Outputs | None = None) -> list[Path]:
-    """The report files named, and the `*.json` files directly in the folders named, each once;
-    never this run's own fleet report (`--out` into the reports folder must not read it back)."""
-    own = {outputs.json.resolve()} if outputs is not None and outputs.json is not None else set()
+    """The report files named, and every `*.json` entry directly in the folders named (a link to
+    nothing or a loop of links too: the fleet names that node rather than dropping it), each once.
+    An output that would be one of them, or written among them, is refused before anything is read:
+    the fleet report is written beside the node reports, never over one."""
     found: dict[Path, None] = {}
+    folders = []
     for item in inputs:
         if item.is_dir():
-            found.update(
-                dict.fromkeys(sorted(p for p in item.glob("*.json") if p.is_file() and p.resolve() not in own))
-            )
-        elif item.exists():
+            folders.append(item)
+            found.update(dict.fromkeys(sorted(p for p in item.glob("*.json") if not p.is_dir())))
+        elif item.exists() or item.is_symlink():
             found[item] = None
         else:
             raise CommandError(f"{item}: no such file or folder; give node reports or folders of <host>.json reports")
+    if outputs is not None:
+        _refuse_outputs_among_reports(outputs, list(found), folders)
     if not found:
         raise CommandError(
             f"no reports (*.json) in {', '.join(str(i) for i in inputs)}; each node writes one with "
@@ -120,22 +123,70 @@ def report_paths(inputs: Iterable[Path], outputs: Outputs | None = None) -> list
     return list(found)
 
 
+def _refuse_outputs_among_reports(outputs: Outputs, reports: list[Path], folders: list[Path]) -> None:
+    """CommandError when an output is one of the reports or in a folder of reports (a node named
+    'fleet' has the report fleet.json; a drain list among the reports is read by the next merge's
+    glob if it ever ends in .json): outputs go beside the reports, e.g. --out <reports>/fleet."""
+    read = {_resolved(p): p for p in reports}
+    among = {_resolved(f): f for f in folders}
+    for key in OUTPUTS:
+        path = getattr(outputs, key)
+        if path is None:
+            continue
+        option = f"--{key.replace('_', '-')}"
+        if _resolved(path) in read:
+            raise CommandError(
+                f"{option} {path} is {read[_resolved(path)]}, a node report this merge reads; write the fleet "
+                "report beside the node reports, e.g. --out <reports folder>/fleet"
+            )
+        folder = among.get(_resolved(path.parent))
+        if folder is not None:
+            raise CommandError(
+                f"{option} {path} is in {folder}, the folder of node reports this merge reads (a node's report "
+                f"could be that file); write the fleet report beside them, e.g. --out {folder / 'fleet'}"
+            )
+
+
+def _resolved(path: Path) -> Path:
+    """`path` with its links followed as far as they go (a loop or a link to nothing stays as named)."""
+    try:
+        return path.expanduser().resolve()
+    except (OSError, RuntimeError):
+        return path.expanduser().absolute()
+
+
 def expected_hosts(value: str | None) -> list[str]:
-    """--expect: a file of hosts (one a line, '#' comments), a folder whose file names are hosts, or a list."""
-    if not value:
+    """--expect: a file of hosts (one a line, '#' comments), a folder whose file names are hosts, or a
+    list; each a host name the drain list can hold. Given but naming no host (an unset `$HOSTS`, an
+    empty file) is a usage error: it would check nothing while seeming to."""
+    from rocm_validate.fleet.reports import host_problem
+
+    if value is None:
         return []
     path = Path(value).expanduser()
-    if path.is_dir():
-        return sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
-    if path.is_file():
+    if value.strip() and path.is_dir():
+        hosts = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
+    elif value.strip() and path.is_file():
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"--expect {path}: cannot be read ({exc})") from None
-        return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
-    if "/" in value:
+        hosts = [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+        if not hosts:
+            raise CommandError(f"--expect {path} names no host; expected one host per line")
+    elif "/" in value:
         raise CommandError(f"--expect {value}: no such file or folder; give a hosts file, a folder or host1,host2")
-    return [host.strip() for host in value.split(",") if host.strip()]
+    else:
+        hosts = [host.strip() for host in value.split(",") if host.strip()]
+        if not hosts:
+            raise CommandError(
+                f"--expect {value!r} names no host (an unset variable?); give a hosts file, a folder or host1,host2"
+            )
+    for host in hosts:
+        problem = host_problem(host)
+        if problem:
+            raise CommandError(f"--expect {value}: {problem}")
+    return hosts
 
 
 def merge(paths: Iterable[Path], expect: Iterable[str] = (), expect_count: int | None = None, jobs: int = 1) -> Any:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.convergence.mlperf import DEFAULT_RULESET, RunFacts, RunSetScore
+from rocm_validate.convergence.mlperf import DEFAULT_RULESET, NOT_CHECKED, RunFacts, RunSetScore
 
 SCORE_SCHEMA: dict[str, Any] = {
     "title": "rocm-validate mlperf-score",
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _row(run: RunFacts, compliance_checked: bool) -> tuple[str, ...]:
-    issues = len(run.compliance)
+    issues = sum(1 for note in run.compliance if not note.startswith(NOT_CHECKED))
     return (
         run.file,
         run.status,
@@ -109,8 +109,8 @@ def _row(run: RunFacts, compliance_checked: bool) -> tuple[str, ...]:
         _count_text(run.to_converge),
         _fixed(run.last_eval_accuracy, 4),
         _fixed(run.samples_per_second, 1),
-        "not checked"
-        if not compliance_checked
+        NOT_CHECKED
+        if not compliance_checked or (run.compliance and not issues)
         else "ok"
         if not issues
         else f"{issues} issue{'' if issues == 1 else 's'}",

@@ -332,16 +332,24 @@ CANDIDATES: tuple[Candidate, ...] = (
 
 def fp8_training_recipe(device: torch.device) -> Fp8Recipe:
     """The FP8 recipe the fp8-linear candidate trains with: torchao's tensor-wise recipe, as users
-    run FP8 training, where torchao is installed and `_scaled_mm` runs on `device`; the project's
-    delayed-scaling recipe otherwise (it emulates the FP8 GEMM where there is no `_scaled_mm`).
-    An installed torchao that fails to import raises."""
-    if not fp8.scaled_mm_usable(device.type, device.index):
+    run FP8 training, where torchao is installed and `_scaled_mm` runs on a GPU; the project's
+    delayed-scaling recipe otherwise (it emulates the FP8 GEMM where there is no `_scaled_mm`, and
+    on the CPU: `fp8_matmul`). An installed torchao that fails to import raises."""
+    if device.type == "cpu" or not fp8.scaled_mm_usable(device.type, device.index):
         return fp8_recipes.RECIPES[fp8_recipes.PROJECT_RECIPE]
     try:
         fp8_recipes.import_library("torchao.float8")
     except LibraryMissing:
         return fp8_recipes.RECIPES[fp8_recipes.PROJECT_RECIPE]
     return fp8_recipes.RECIPES["torchao-tensorwise"]
+
+
+def fp8_matmul(device: torch.device) -> str:
+    """The project recipe's FP8 GEMM: on the CPU the float32 product of the same FP8 operands and
+    scales. torch 2.13's CPU `_scaled_mm` is a reference kernel: 0.85 s for a 1024x64x256 product
+    on one thread, against 2 ms emulated, so one CI-sized run took 30 min (its numerics are checked
+    by the correctness suite, not by training on it). `_scaled_mm` wherever a GPU has it."""
+    return "emulated" if device.type == "cpu" else "auto"
 
 
 # --- training -----------------------------------------------------------------------------------
@@ -359,6 +367,17 @@ class RunOutcome:
     seconds: float  # run_start to run_stop
     path: Path
     curve: tuple[tuple[int, float], ...] = field(default=(), repr=False)  # (samples, accuracy) per evaluation
+    weights: str = ""  # digest of the trained weights: two candidates' runs of one seed never share it
+
+
+def weights_digest(module: torch.nn.Module) -> str:
+    """sha256 of every parameter's bytes: equal only for bit-identical training (samples to
+    converge, counted at evaluations, can agree between candidates whose weights differ)."""
+    digest = hashlib.sha256()
+    for name, parameter in sorted(module.named_parameters()):
+        digest.update(name.encode())
+        digest.update(parameter.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 Progress = Callable[[str, bool], None]  # (line, final): final lines end a run
@@ -398,7 +417,10 @@ class Trainer:
     @property
     def label(self) -> str:
         """The candidate's name, with the FP8 recipe it trains with: 'fp8-linear (torchao-tensorwise)'."""
-        return self.candidate.name + (f" ({self.fp8_recipe.name})" if self.fp8_recipe else "")
+        if self.fp8_recipe is None:
+            return self.candidate.name
+        emulated = ", emulated GEMM" if fp8_matmul(self.device) == "emulated" else ""
+        return f"{self.candidate.name} ({self.fp8_recipe.name}{emulated})"
 
     def model_for(self, seed: int) -> tuple[MaskedLM, Callable[..., torch.Tensor]]:
         """The model initialised from `seed`, and the callable that runs it."""
@@ -411,7 +433,10 @@ class Trainer:
             self._compiled[0].bert.load_state_dict(fresh.state_dict())
             return self._compiled
         module = MaskedLM(fresh.to(self.device))
-        if self.fp8_recipe is not None and fp8_recipes.convert(module.bert, self.fp8_recipe, self.fp8_formats) == 0:
+        if (
+            self.fp8_recipe is not None
+            and fp8_recipes.convert(module.bert, self.fp8_recipe, self.fp8_formats, matmul=fp8_matmul(self.device)) == 0
+        ):
             raise RuntimeError(f"{self.fp8_recipe.name} replaced no nn.Linear in mini-BERT")
         return module, module
 
@@ -493,7 +518,9 @@ class Trainer:
             log.event("train_samples", samples)
             log.end("run_stop", metadata={"status": "success" if converged else "aborted"})
             seconds = time.perf_counter() - started
-        outcome = RunOutcome(seed, converged, samples, step, accuracy, seconds, path, tuple(curve))
+        outcome = RunOutcome(
+            seed, converged, samples, step, accuracy, seconds, path, tuple(curve), weights_digest(module)
+        )
         if converged:
             verdict = f"converged at step {step}, {samples:,} samples"
         elif diverged:

@@ -41,6 +41,7 @@ DEFAULT_RULESET = "5.0.0"  # MLPerf training ruleset of the RCP check
 TOKEN = ":::MLLOG "
 USAGE = "training"
 RESULT_GLOB = "result_*.txt"
+NOT_CHECKED = "not checked"  # a compliance note that is no complaint (the checker was not run on the file)
 ROCM_VALIDATE_KEY = "rocm_validate_benchmark"  # marks files written by rocm-validate's mini-BERT
 _REQUIRED_FIELDS = ("time_ms", "key", "value", "metadata")
 _STAND_IN_KEYS = ("submission_benchmark", "global_batch_size")
@@ -244,8 +245,9 @@ def run_facts(
         minutes=minutes,
         to_converge=to_converge,
         convergence_unit=count.unit,
-        last_eval_accuracy=_metric_value(parsed, eval_metric(benchmark_name)),
-        samples_per_second=_throughput(parsed, benchmark_name, count.key, count.unit, minutes),
+        # a file not accepted shows no figures: they may be another run's (logs run together)
+        last_eval_accuracy=None if problems else _metric_value(parsed, eval_metric(benchmark_name)),
+        samples_per_second=None if problems else _throughput(parsed, benchmark_name, count.key, count.unit, minutes),
         problems=tuple(problems),
         compliance=tuple(compliance),
         rocm_validate_benchmark=str(marker.value) if marker else None,
@@ -548,6 +550,23 @@ def common_benchmark(logs: Sequence[ParsedLog]) -> str | None:
     return named[0] if named and isinstance(named[0], str) and all(name == named[0] for name in named) else None
 
 
+def require_one_benchmark(files: Sequence[Path], logs: Sequence[ParsedLog]) -> None:
+    """Raise MlperfError (a usage error) when the files are runs of several benchmarks: a set is
+    one benchmark's runs, and an olympic mean or RCP check over two means nothing."""
+    named: dict[str, list[str]] = {}
+    for path, log in zip(files, logs):
+        line = log.first("submission_benchmark")
+        if line is not None:
+            named.setdefault(str(line.value), []).append(path.name)
+    if len(named) > 1:
+        listed = "; ".join(f"{benchmark}: {_files(names)}" for benchmark, names in named.items())
+        folder = files[0].parent
+        raise MlperfError(
+            f"{folder} holds runs of {len(named)} benchmarks ({listed}); a run set is one benchmark's runs: "
+            "score each benchmark's result files in a folder of their own"
+        )
+
+
 def require_packaged_rcps(benchmark: str | None, ruleset: str, option: str = "--ruleset") -> None:
     """Raise MlperfError (a usage error) when mlperf-logging has `benchmark`'s RCPs, but not in
     `ruleset`: the runs were made under another ruleset, which the message names with `option`."""
@@ -584,6 +603,7 @@ def score_run_set(
         raise MlperfError(f"{folder} holds no {RESULT_GLOB} files; MLPerf names each run's log result_<n>.txt")
     rcp_data = load_rcp_file(rcp_path) if rcp_path is not None else None
     logs = [read_mllog(path) for path in files]
+    require_one_benchmark(files, logs)
     if rcp_data is None:
         require_packaged_rcps(common_benchmark(logs), ruleset)
     from mlperf_logging.rcp_checker import rcp_checker
@@ -620,7 +640,7 @@ def score_run_set(
             f"the RCPs of {benchmark} in {_rcp_source(rcp_path, ruleset)} cover global batch sizes {sizes}, not "
             f"{batch}: run at a batch size they cover, or pass an RCP file with a record for {batch}"
         )
-    noncompliant = [r.file for r in runs if r.converged and any(not c.startswith("not checked") for c in r.compliance)]
+    noncompliant = [r.file for r in runs if r.converged and any(not c.startswith(NOT_CHECKED) for c in r.compliance)]
     if noncompliant:
         which = "every run fails" if len(noncompliant) == len(runs) > 1 else f"{_files(noncompliant)} fail"
         which += "s" if len(noncompliant) == 1 else ""
@@ -662,7 +682,7 @@ def _stage_run(
     A file with unreadable lines is staged as a stand-in holding only its benchmark and batch
     size, which the checker counts as a run that did not converge.
     """
-    problems = [*parsed.problems, *_timing_problems(parsed)]
+    problems = [*parsed.problems, *_one_run_problems(parsed), *_timing_problems(parsed)]
     if problems:
         problems[-1] += "; the file is not accepted and counts as a run that did not converge"
     _write_stage(copy, parsed, stand_in=bool(problems))
@@ -680,16 +700,38 @@ def _stage_run(
                 problems.append(f"its count to converge is {view[1]!r}, not a finite number; counted as not converged")
                 _write_stage(copy, parsed, stand_in=True)
     notes: tuple[str, ...] = ()
-    if compliance and not parsed.problems:
+    if compliance and problems:
+        notes = (f"{NOT_CHECKED}: the file is not accepted (see its problems)",)
+    elif compliance:
         benchmark = parsed.first("submission_benchmark")
         notes = (
             compliance_messages(path, ruleset)
             if benchmark and benchmark.value
             else (
-                "not checked: the compliance rules are chosen by the submission_benchmark line, which names no benchmark here",
+                f"{NOT_CHECKED}: the compliance rules are chosen by the submission_benchmark line, which names no "
+                "benchmark here",
             )
         )
     return run_facts(path, parsed, view, problems, notes, ruleset)
+
+
+def _one_run_problems(parsed: ParsedLog) -> list[str]:
+    """A result file is one run of one benchmark: two submission_benchmark values or two run_start
+    lines are logs run together (the RCP checker would read one run's figures under the other's name)."""
+    problems = []
+    benchmarks: dict[str, int] = {}
+    for line in parsed.lines:
+        if line.key == "submission_benchmark":
+            benchmarks.setdefault(json.dumps(line.value), line.lineno)
+    if len(benchmarks) > 1:
+        listed = ", ".join(f"{json.loads(v)!r} at line {n}" for v, n in benchmarks.items())
+        problems.append(f"holds runs of {len(benchmarks)} benchmarks ({listed}): one run per result file")
+    starts = [line.lineno for line in parsed.lines if line.key == "run_start"]
+    if len(starts) > 1:
+        problems.append(
+            f"holds {len(starts)} run_start lines (lines {', '.join(map(str, starts))}): one run per result file"
+        )
+    return problems
 
 
 def _timing_problems(parsed: ParsedLog) -> list[str]:
@@ -708,7 +750,11 @@ def _timing_problems(parsed: ParsedLog) -> list[str]:
 
 
 def _write_stage(copy: Path, parsed: ParsedLog, stand_in: bool) -> None:
-    lines = [line for line in parsed.lines if not stand_in or line.key in _STAND_IN_KEYS]
+    """What the RCP checker reads of a run; a stand-in holds only the first benchmark and batch lines."""
+    lines = list(parsed.lines)
+    if stand_in:
+        lines = [line for line in (parsed.first(key) for key in _STAND_IN_KEYS) if line is not None]
+        lines.sort(key=lambda line: line.lineno)
     copy.write_text("".join(line.text + "\n" for line in lines), encoding="latin-1")
 
 

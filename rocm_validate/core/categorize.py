@@ -10,6 +10,7 @@ other failure is classified from its exception, its message and the suite it bel
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -90,10 +91,45 @@ def fix_property(properties: list[tuple[str, Any]]) -> str | None:
     return next((str(v) for n, v in properties if n == FIX_PROPERTY), None)
 
 
+_OURS = (str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2] / "suites"))
+
+
+def _user_fixture(item: pytest.Item, exc: BaseException | None) -> str | None:
+    """'name (conftest.py:12)': the fixture defined outside rocm_validate and its suites (the
+    user's) whose code raised `exc`, or None (the test's own code, or a fixture of ours)."""
+    fixtures = getattr(item, "_fixtureinfo", None)
+    if exc is None or fixtures is None:
+        return None
+    codes = {
+        definition.func.__code__: name
+        for name, definitions in fixtures.name2fixturedefs.items()
+        for definition in definitions
+        if hasattr(getattr(definition, "func", None), "__code__")
+    }
+    raised = None
+    traceback = exc.__traceback__
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if code in codes:
+            raised = f"{codes[code]} ({code.co_filename}:{traceback.tb_lineno})"
+            ours = str(Path(code.co_filename).resolve()).startswith(_OURS)
+        traceback = traceback.tb_next
+    return raised if raised is not None and not ours else None
+
+
 def categorize(item: pytest.Item, report: pytest.TestReport, exc: BaseException | None, suite: str | None) -> None:
     """Attach a failed phase's category (and the fix its check named, if any) to its report and
     to the item (whose teardown report JUnit reads), once per test."""
     if not report.failed or category_property(item.user_properties) is not None:
+        return
+    fixture = _user_fixture(item, exc) if report.when == "setup" else None
+    if fixture is not None:  # the user's harness broke before the test ran: nothing points at the stack
+        entries = [(CATEGORY_PROPERTY, "configuration")]
+        if fix_property(report.user_properties) is None:
+            entries.append((FIX_PROPERTY, f"fix the fixture {fixture}, which raised before the test ran"))
+        for entry in entries:
+            item.user_properties.append(entry)
+            report.user_properties.append(entry)
         return
     entries = [(CATEGORY_PROPERTY, classify(facts_of(report, exc, suite)))]
     fix = getattr(exc, "fix", None)

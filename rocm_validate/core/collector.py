@@ -106,6 +106,16 @@ def readable_properties(properties: list[tuple[str, Any]]) -> list[tuple[str, An
     return shown
 
 
+_IMPORT_FIX = "install what the file imports, or fix or deselect the file, then rerun"
+
+
+def _collect_message(report: pytest.CollectReport) -> str:
+    """The last line of a collection error that names the error: 'ModuleNotFoundError: No module named x'."""
+    lines = [line.strip() for line in str(report.longrepr).splitlines() if line.strip()]
+    named = [line.removeprefix("E").strip() for line in lines if re.match(r"^E\s+\w+(Error|Exception)\b", line)]
+    return (named or lines or ["could not be collected"])[-1]
+
+
 def _is_benchmark_banner(entry: Any) -> bool:
     return isinstance(entry, str) and entry.startswith("benchmark: ") and "(defaults:" in entry
 
@@ -117,6 +127,7 @@ class ResultCollector:
         self.state = state
         self.peers: list[PeerFinding] = []  # each GPU's metrics against its peers (whole-node runs)
         self.exit_status: int | None = None
+        self.unimportable: list[str] = []  # 'suites/x/test_y.py: ModuleNotFoundError: ...', one per file
 
     @pytest.hookimpl(wrapper=True)
     def pytest_report_header(self, config: pytest.Config) -> Any:
@@ -128,6 +139,17 @@ class ResultCollector:
             for entry in found
             if not _is_benchmark_banner(entry)
         ]
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A test file that could not be collected (an import error in it): an error of category
+        configuration in the outputs, named by the verdict, never taken for an interruption."""
+        if not report.failed:
+            return
+        message = _collect_message(report)
+        self.state.results[report.nodeid] = TestResult(
+            report.nodeid, outcome="error", message=message, category="configuration", fix=_IMPORT_FIX
+        )
+        self.unimportable.append(f"{report.nodeid}: {message}")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -188,6 +210,7 @@ class ResultCollector:
                 f"entry {d.id!r} of {d.source} (owner {d.owner}, expired {d.expires})" for d in table.expired
             ),
             exit_status=self.exit_status,
+            unimportable=tuple(self.unimportable),
         )
 
     def verdict(self) -> str | None:
@@ -198,7 +221,13 @@ class ResultCollector:
 
         results = [r for r in self.state.results.values() if r.suite]
         end = self.run_end()
-        if not results and self.state.results and not self.state.discovered and not end.stopped:
+        if (
+            not results
+            and self.state.results
+            and not self.state.discovered
+            and not end.stopped
+            and not end.unimportable
+        ):
             return None
         device = self.state.device() if self.state.discovered else None
         facts = self.state.node

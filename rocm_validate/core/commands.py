@@ -33,10 +33,12 @@ from rocm_validate.platform.device_info import DeviceInfo
 @dataclass(frozen=True)
 class Commands:
     """The commands of one run: `settings` as resolved, `device` the one validated (None before
-    discovery: the device is then named only if the user chose one)."""
+    discovery: the device is then named only if the user chose one), `selection` the test paths
+    and -k / -m expressions the user gave (repeated by `repeat`)."""
 
     settings: Settings
     device: DeviceInfo | None = None
+    selection: tuple[str, ...] = ()
 
     def device_argument(self) -> str | None:
         """The --rocm-device value of this run: the user's choice, else the device it resolved to."""
@@ -58,7 +60,7 @@ class Commands:
     def repeat(self) -> str:
         """The command that repeats this run's choices (the header's `rerun:` line)."""
         words = ["pytest", f"{SUITE.flag}={','.join(sorted(self.settings.suites))}", *self._choices()]
-        return shlex.join(words + ([STRICT_FLAG] if self.settings.strict else []))
+        return shlex.join(words + ([STRICT_FLAG] if self.settings.strict else []) + list(self.selection))
 
     def record(self, suites: Sequence[str] = (), *words: str) -> str:
         """The command that records baselines of `suites` (default: the baseline suites this run

@@ -11,8 +11,9 @@ from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.report import device_summary, stack_summary
 
 
-def header_lines(settings: Settings, device: DeviceInfo | None) -> list[str]:
-    """pytest header: suites, baselines and (when known) the device and its software stack."""
+def header_lines(settings: Settings, device: DeviceInfo | None, selection: tuple[str, ...] = ()) -> list[str]:
+    """pytest header: suites, baselines and (when known) the device and its software stack, and
+    the command that repeats the run with the user's `selection` (test paths, -k, -m)."""
     mode = "update baselines" if settings.update_baselines else ("strict" if settings.strict else "gate")
     lines = [
         f"rocm-validate {__version__}: suites {','.join(sorted(settings.suites))}; "
@@ -25,5 +26,5 @@ def header_lines(settings: Settings, device: DeviceInfo | None) -> list[str]:
         if device.errors:
             lines.append(f"rocm-validate probes that failed: {'; '.join(device.errors)}")
         lines.append(f"rocm-validate level {describe_budget(settings.level, device.is_gpu, settings.timeout_s)}")
-        lines.append(f"rocm-validate rerun: {Commands(settings, device).repeat()}")
+        lines.append(f"rocm-validate rerun: {Commands(settings, device, selection).repeat()}")
     return lines

@@ -108,7 +108,11 @@ class Interruption:
             self.running.pop(_key(report), None)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        """Name what interrupted the run, and report each test it caught running as a skip."""
+        """Name what interrupted the run, and report each test it caught running as a skip. A
+        collection error is no interruption (pytest ends such a run with the same exception):
+        the collector names the file that could not be imported."""
+        if self.how is None and excinfo.typename == "Interrupted" and COLLECTION_ERRORS.search(str(excinfo.value)):
+            return
         if self.how is None:  # not a signal here: pytest.exit, or a signal to a pytest-xdist worker
             self.how = _described(excinfo)
         self.delivered = True
@@ -128,6 +132,9 @@ class Interruption:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.restore()
         config.pluginmanager.unregister(self)
+
+
+COLLECTION_ERRORS = re.compile(r"^\d+ errors? during collection$")  # pytest's Interrupted after collection errors
 
 
 def _described(excinfo: pytest.ExceptionInfo[BaseException]) -> str:

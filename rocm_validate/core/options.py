@@ -334,9 +334,18 @@ def parse_level(value: str, source: str = LEVEL.flag) -> str:
         raise UsageError(str(exc)) from None
 
 
+MIN_TIMEOUT_S = 1.0  # shorter, pytest-timeout's timer fires inside pytest's own hooks: INTERNALERROR, exit 3
+
+
 def parse_timeout(value: str, source: str = TIMEOUT.flag) -> float:
-    """'600' -> 600.0; a timeout must be a positive number of seconds."""
-    return positive_number(value, source, "seconds", f"{TIMEOUT.flag}=600")
+    """'600' -> 600.0; a timeout is a number of seconds, at least MIN_TIMEOUT_S."""
+    seconds = positive_number(value, source, "seconds", f"{TIMEOUT.flag}=600")
+    if seconds < MIN_TIMEOUT_S:
+        raise UsageError(
+            f"{source}={value!r}: expected at least {MIN_TIMEOUT_S:g} second (a shorter limit ends the run inside "
+            f"pytest itself, before any test can finish), e.g. {TIMEOUT.flag}=600"
+        )
+    return seconds
 
 
 def _baselines_dir(config: pytest.Config, update: bool) -> Path:
@@ -371,6 +380,20 @@ def _suites(config: pytest.Config) -> tuple[frozenset[str], bool]:
     return parse_suites(SUITE.default or "correctness", SUITE.flag), False
 
 
+def _strict(config: pytest.Config) -> bool:
+    """--rocm-strict, else the ini's rocm_strict; a value that is no truth value names the key."""
+    flag = config.getoption(STRICT_FLAG)
+    if flag is not None:
+        return bool(flag)
+    try:
+        return bool(config.getini(STRICT_INI))
+    except (ValueError, pytest.UsageError) as exc:  # pytest 9 raises UsageError without the key's name
+        raise UsageError(
+            f"{STRICT_INI} in {config.inipath}: {exc}; expected true or false (yes / no, 1 / 0, on / off), or "
+            f"{STRICT_FLAG} on the command line"
+        ) from None
+
+
 def resolve_settings(config: pytest.Config, report_path: Path | None, summary_path: Path | None) -> Settings:
     """Read every run-wide option once (the output paths were claimed before, `core.outputs`);
     raises UsageError on a bad value."""
@@ -379,7 +402,6 @@ def resolve_settings(config: pytest.Config, report_path: Path | None, summary_pa
     accept = bool(config.getoption(ACCEPT_FLAG))
     if accept and not update:
         raise UsageError(f"{ACCEPT_FLAG} only applies with {UPDATE_FLAG}; add {UPDATE_FLAG}")
-    strict_flag = config.getoption(STRICT_FLAG)
     return Settings(
         suites=suites,
         update_baselines=update,
@@ -387,7 +409,7 @@ def resolve_settings(config: pytest.Config, report_path: Path | None, summary_pa
         device=parse_or_default(config, DEVICE, DeviceSelection.parse, DeviceSelection()),
         report_path=report_path,
         summary_path=summary_path,
-        strict=bool(strict_flag) if strict_flag is not None else bool(config.getini(STRICT_INI)),
+        strict=_strict(config),
         suite_given=suite_given,
         accept_regressions=accept,
         level=parse_or_default(config, LEVEL, parse_level, levels.DEFAULT_LEVEL),

@@ -19,11 +19,16 @@ RUN_LAST_MARKER = "rocm_run_last"  # a test that must see the whole run (the end
 
 
 def suite_from_path(path: Path, rootpath: Path) -> str | None:
-    """'<rootdir>/suites/perf/test_gemm.py' -> 'perf'; anything outside suites/<name>/ -> None."""
+    """'<rootdir>/suites/perf/test_gemm.py' -> 'perf'; anything else under the rootdir -> None. A
+    path outside the rootdir (a run under another project's ini, `-c other.ini`) is judged by its
+    folders' names: the innermost suites/<name>/ it lies in."""
+    resolved = path.resolve()
     try:
-        parts = path.resolve().relative_to(rootpath.resolve()).parts
+        parts = resolved.relative_to(rootpath.resolve()).parts
     except ValueError:
-        return None
+        parts = resolved.parts
+        starts = [i for i in range(len(parts) - 1) if parts[i] == SUITES_FOLDER and parts[i + 1] in SUITES]
+        return parts[starts[-1] + 1] if starts else None
     if len(parts) >= 2 and parts[0] == SUITES_FOLDER and parts[1] in SUITES:
         return parts[1]
     return None
@@ -47,12 +52,14 @@ def suite_of(path: Path, rootpath: Path, marker_args: tuple[object, ...] | None)
 def touches_suites(args: list[str], invocation_dir: Path, rootpath: Path) -> bool:
     """Whether the paths pytest was asked to collect include (or lie inside) suites/."""
     suites_dir = (rootpath / SUITES_FOLDER).resolve()
-    if not suites_dir.is_dir():
-        return False
     for arg in args:
         target = (invocation_dir / arg.split("::", 1)[0]).resolve()
-        if target == suites_dir or suites_dir in target.parents or target in suites_dir.parents:
+        if suites_dir.is_dir() and (
+            target == suites_dir or suites_dir in target.parents or target in suites_dir.parents
+        ):
             return True
+        if suite_from_path(target, rootpath) is not None or (target / SUITES_FOLDER).is_dir():
+            return True  # outside the rootdir (`-c other.ini`): by the folders' names
     return False
 
 

@@ -18,7 +18,12 @@ flagged, and each group is judged on its own. Within a group:
   host for host-side figures) is rerun, not drained, for what it measured: its figures say
   nothing about the node. Wrong results are drained whatever ran beside them.
 * **Missing reports.** A node with no usable report is named and drained, unless most nodes sent
-  none: then the launch failed, not the nodes.
+  none: then the launch failed, not the nodes. A report whose host name cannot be written to the
+  drain list is named (as `ascii()` shows it) and left undecided, never drained under a mangled name.
+* **The node's own run comes first.** A node whose run was interrupted, stopped on a usage error,
+  validated nothing, or failed where no check the fleet reads failed (--rocm-strict, a recording
+  that recorded nothing) did not pass, whatever its figures say (`run_end`): interrupted, it is
+  rerun; otherwise it is undecided until its run is fixed. Its own failed checks still drain it.
 
 Pure apart from `perf.gate.noise_band`'s table: summaries in, decisions out.
 """
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,6 +41,7 @@ from rocm_validate.fleet.reports import NodeSummary, Stack, Unreadable
 from rocm_validate.perf.gate import noise_band
 from rocm_validate.results.peers import Band, PeerFinding, PeerSample, compare
 from rocm_validate.results.triage import CATEGORIES
+from rocm_validate.results.triage import NOTHING_VALIDATED as NODE_VALIDATED_NOTHING
 
 # Failures the image owns: on most nodes of a stack, they are the image's, not the nodes'. A
 # configuration failure on most nodes is the provisioning's, and said so.
@@ -48,6 +54,16 @@ MEASURED_CATEGORIES = frozenset({"performance", "throttling"})
 BELOW_FLEET = "below the fleet median"
 BELOW_PEERS = "GPUs below their peers in the node"
 NO_REPORT = "no usable report"
+NO_HOST_NAME = "no usable host name"
+# How a node's own run ended when it did not judge what it was asked to (`run_end`), and what the
+# fleet does with such a node.
+INTERRUPTED = "interrupted"
+INTERNAL_ERROR = "internal error"
+USAGE_ERROR = "usage error"
+NOTHING_VALIDATED = "nothing validated"
+OWN_FAILURE = "failed its own run"
+NO_EXIT_STATUS = "no exit status"
+RUN_END_ACTIONS = {INTERRUPTED: "rerun", INTERNAL_ERROR: "rerun"}  # the others: undecided
 SHOWN = 10  # hosts named per reason in the verdict line; every one is in the JSON and the drain list
 
 BandFor = Callable[[str, str], Band]  # (metric name, backend) -> the band two nodes' figures may differ by
@@ -101,7 +117,32 @@ class NodeRecord:
     below_peers: tuple[str, ...]
     contention: str
     gpus: int
+    ended: str = ""  # run_end: '' when the node's run finished and judged what it ran
     known_defects: tuple[str, ...] = ()  # known-defect outcomes: tracked defects, not failing the node
+
+
+def run_end(node: NodeSummary) -> str:
+    """Why the node's own run cannot count as a pass whatever its checks and figures show ('' when
+    it can): its exit status (pytest's: 2 interrupted, 3 internal error, 4 usage error, 5 no tests)
+    and its verdict line, read before anything else. A run that exited 1 with no failed check and
+    no GPU below its peers failed for a reason the fleet does not see (--rocm-strict, a recording
+    that recorded nothing): `OWN_FAILURE`, its verdict says which."""
+    status, verdict = node.exit_status, node.verdict
+    if status == 2 or verdict.startswith("interrupted by"):
+        return INTERRUPTED
+    if status == 3:
+        return INTERNAL_ERROR
+    if status == 4 or verdict.startswith("usage error") or "stopped on a usage error" in verdict:
+        return USAGE_ERROR
+    if status == 5 or not node.checks or verdict.startswith(NODE_VALIDATED_NOTHING):
+        return NOTHING_VALIDATED
+    if status is None:
+        return NO_EXIT_STATUS
+    if status not in (0, 1):
+        return f"exit status {status}"
+    if status == 1 and not any(category for _, category in node.checks) and not node.below_peers:
+        return OWN_FAILURE
+    return ""
 
 
 @dataclass(frozen=True)
@@ -226,6 +267,7 @@ class FleetBuilder:
                 below_peers=node.below_peers,
                 contention=node.contention,
                 gpus=node.gpus,
+                ended=run_end(node),
                 known_defects=node.known_defects,
             )
         )
@@ -263,8 +305,11 @@ def judge(builder: FleetBuilder, unnamed_missing: int = 0) -> Fleet:
     drain_unreadable = len(builder.unreadable) * 2 <= reported + len(builder.unreadable) and reported > 0
     unreadable = {}
     for u in builder.unreadable:
-        name = u.host if u.host not in decisions else f"{u.host} ({Path(u.source).name})"
-        decisions[name] = Decision("drain" if drain_unreadable else "undecided", (NO_REPORT,), (u.reason,))
+        name = u.host if u.host not in decisions else f"{u.host} ({Path(u.source).name!a})"
+        if not u.named:
+            decisions[name] = Decision("undecided", (NO_HOST_NAME,), (u.reason,))
+        else:
+            decisions[name] = Decision("drain" if drain_unreadable else "undecided", (NO_REPORT,), (u.reason,))
         unreadable[name] = u
     duplicates = {host: tuple(s) for host, s in builder.sources.items() if len(s) > 1}
     fleet = Fleet(
@@ -319,12 +364,14 @@ def _metric_summaries(stack: int, group: _Group, band_for: BandFor) -> list[Metr
 def _decide(
     record: NodeRecord, explained: set[tuple[str, str]], undecided: set[tuple[str, str]], below: list[PeerFinding]
 ) -> Decision:
-    """Drain for the node's own failures, rerun for what other work beside its measurements or a
-    crash may explain, undecided for a failure no other node could confirm."""
+    """Drain for the node's own failures; then what its own run says (`run_end`: interrupted,
+    rerun; a usage error or nothing validated, undecided); then rerun for what other work beside
+    its measurements or a crash may explain, undecided for a failure no other node could confirm;
+    `image` when its only failures are the image's (labelled with their categories)."""
     drain: list[str] = []
     rerun: list[str] = []
     open_: list[str] = []
-    details: list[str] = []
+    details: list[str] = [f"its own verdict: {record.verdict}"] if record.ended and record.verdict else []
     for check, category in record.failed:
         if (record.name, check) in explained:
             continue
@@ -344,11 +391,17 @@ def _decide(
         drain += measured
     if drain:
         return Decision("drain", _labels(drain), tuple(details))
+    if record.ended:
+        action = RUN_END_ACTIONS.get(record.ended, "undecided")
+        return Decision(action, (record.ended, *_labels(rerun if action == "rerun" else open_)), tuple(details))
     if rerun:
         return Decision("rerun", _labels(rerun), tuple(details))
     if open_:
         return Decision("undecided", _labels(open_), tuple(details))
-    return Decision("image" if record.failed else "pass")
+    if record.failed:
+        image = tuple(f"{check}: {category} (failing on most nodes: the image's)" for check, category in record.failed)
+        return Decision("image", _labels([category for _, category in record.failed]), image)
+    return Decision("pass")
 
 
 def _labels(reasons: Sequence[str]) -> tuple[str, ...]:
@@ -368,11 +421,11 @@ def _named(hosts: Sequence[str]) -> str:
     return shown + (f" and {len(hosts) - SHOWN} more" if len(hosts) > SHOWN else "")
 
 
-def _by_reason(fleet: Fleet, action: str) -> str:
-    """'node-a, node-b (numerics); node-c (below the fleet median)'."""
+def _by_reason(fleet: Fleet, action: str, among: Collection[str] | None = None) -> str:
+    """'node-a, node-b (numerics); node-c (below the fleet median)', of the nodes `among` when given."""
     groups: dict[str, list[str]] = {}
     for name, decision in sorted(fleet.decisions.items()):
-        if decision.action == action:
+        if decision.action == action and (among is None or name in among):
             label = ", ".join(decision.reasons)
             groups.setdefault(label, []).append(name)
     return "; ".join(f"{_named(hosts)} ({label})" for label, hosts in groups.items())
@@ -401,13 +454,24 @@ def _with_parts(fleet: Fleet, drain_unreadable: bool) -> Fleet:
         beside = f"; other work beside the measurements: {'; '.join(seen[:3])}" if seen else ""
         idle = all(d.reasons == ("contention",) for d in fleet.decisions.values() if d.action == "rerun")
         parts.append(f"rerun{' on an idle node' if idle else ''}: {_by_reason(fleet, 'rerun')}{beside}")
-    undecided = [
-        n for n, d in sorted(fleet.decisions.items()) if d.action == "undecided" and NO_REPORT not in d.reasons
-    ]
-    if undecided:
+    ended = {r.name for r in fleet.nodes if r.ended}
+    undecided = {n: d for n, d in sorted(fleet.decisions.items()) if d.action == "undecided"}
+    one_node = [n for n, d in undecided.items() if n not in ended and d.reasons[0] not in (NO_REPORT, NO_HOST_NAME)]
+    if one_node:
         parts.append(
-            f"{_named(undecided)}: a check that ran on one node only cannot tell the image from the node; "
+            f"{_named(one_node)}: a check that ran on one node only cannot tell the image from the node; "
             "merge more nodes' reports"
+        )
+    if any(n in ended for n in undecided):
+        parts.append(
+            f"not judged: {_by_reason(fleet, 'undecided', ended)}: their own runs did not judge what they were "
+            "asked (see each node's verdict); fix the command or image they ran, then rerun them"
+        )
+    unnamed = [n for n, d in undecided.items() if d.reasons[0] == NO_HOST_NAME]
+    if unnamed:
+        parts.append(
+            f"{_named(unnamed)}: the report's host name cannot be written to the drain list (see each one's "
+            "reason); set ROCM_VALIDATE_HOST to the node's name and rerun it"
         )
     if fleet.unreadable and not drain_unreadable:
         parts.append(

@@ -57,6 +57,7 @@ FLEET_SCHEMA: dict[str, Any] = {
                     "details": _STRINGS,
                     "verdict": {"type": ["string", "null"]},
                     "exit_status": {"type": ["integer", "null"]},
+                    "ended": _STRING,
                     "categories": _COUNTS,
                     "failed_checks": {"type": "array", "items": {"type": "object", "required": ["check", "category"]}},
                     "known_defects": _COUNTS,
@@ -94,6 +95,7 @@ def to_dict(fleet: Fleet) -> dict[str, Any]:
             "created": r.created,
             "verdict": r.verdict,
             "exit_status": r.exit_status,
+            "ended": r.ended,
             "categories": dict(Counter(category for _, category in r.failed)),
             "failed_checks": [{"check": c, "category": cat} for c, cat in r.failed],
             "below_peers": list(r.below_peers),
@@ -104,7 +106,16 @@ def to_dict(fleet: Fleet) -> dict[str, Any]:
         for r in fleet.nodes
     ]
     nodes += [
-        {"name": name, "host": u.host, "source": u.source, "stack": None, **_decision(fleet.decisions[name])}
+        {
+            "name": name,
+            "host": u.host,
+            "source": u.source,
+            "stack": None,
+            "verdict": None,
+            "exit_status": None,
+            "categories": {},
+            **_decision(fleet.decisions[name]),
+        }
         for name, u in fleet.unreadable.items()
     ]
     return {
@@ -187,6 +198,8 @@ def headline(fleet: Fleet) -> str:
         return f"rocm-validate fleet: passed ({nodes})"
     shown = ", ".join(f"{counts[a]} {a}" for a in ("drain", "rerun", "undecided") if counts[a])
     image = f"image regression on {len(fleet.checks)} check(s)" if fleet.checks else ""
+    if counts["image"]:
+        shown = ", ".join(x for x in (shown, f"{counts['image']} failing only the image's checks") if x)
     return f"rocm-validate fleet: FAILED ({', '.join(x for x in (image, shown) if x) or 'see the verdict'}; {nodes})"
 
 
@@ -242,13 +255,20 @@ def markdown(fleet: Fleet) -> str:
     lines = [f"## {headline(fleet)}", "", f"**{_cell(fleet.verdict)}**", ""]
     for stack, nodes in zip(fleet.stacks, fleet.stack_nodes):
         lines.append(f"- stack: {stack.label()} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})")
-    lines += [f"- reports: {len(fleet.nodes)} read, {len(fleet.unreadable)} missing or unusable", ""]
+    lines.append(f"- reports: {len(fleet.nodes)} read, {len(fleet.unreadable)} missing or unusable")
+    counts = Counter(d.action for d in fleet.decisions.values())
+    lines += ["- nodes: " + ", ".join(f"{counts[a]} {a}" for a in ACTIONS if counts[a]), ""]
     if fleet.checks:
         rows: list[tuple[str, ...]] = [
             (f.check, str(f.failing), str(f.ran), counts_text(f.categories)) for f in fleet.checks
         ]
         lines += _section("Checks failing on most nodes", ("check", "failing", "of nodes", "categories"), rows)
-    for action, title in (("drain", "Drain"), ("rerun", "Rerun"), ("undecided", "Undecided")):
+    for action, title in (
+        ("drain", "Drain"),
+        ("rerun", "Rerun"),
+        ("undecided", "Undecided"),
+        ("image", "Failing only the image's checks"),
+    ):
         named = sorted((n, d) for n, d in fleet.decisions.items() if d.action == action)
         if named:
             rows = [(n, ", ".join(d.reasons), "; ".join(d.details[:2])) for n, d in named]
@@ -291,7 +311,7 @@ def markdown(fleet: Fleet) -> str:
 
 
 def junit(fleet: Fleet) -> str:
-    """JUnit XML, one test case per node: a failure for drain, rerun and undecided, with the reasons."""
+    """JUnit XML, one test case per node: a failure for every node that did not pass, with the reasons."""
     cases = []
     hosts = {r.name: r for r in fleet.nodes}
     for name, decision in sorted(fleet.decisions.items()):
@@ -300,10 +320,15 @@ def junit(fleet: Fleet) -> str:
         record = hosts.get(name)
         facts = {"action": decision.action, "reasons": ", ".join(decision.reasons)}
         if record is not None:
-            facts.update(verdict=record.verdict, stack=fleet.stacks[record.stack].label(), source=record.source)
+            facts.update(
+                verdict=record.verdict,
+                categories=counts_text(dict(Counter(category for _, category in record.failed))),
+                stack=fleet.stacks[record.stack].label(),
+                source=record.source,
+            )
         for key, value in facts.items():
             ElementTree.SubElement(properties, "property", name=f"rocm_fleet.{key}", value=value)
-        if decision.action in ("drain", "rerun", "undecided"):
+        if decision.action != "pass":
             failure = ElementTree.SubElement(
                 case, "failure", message=f"{decision.action}: {', '.join(decision.reasons)}", type=decision.action
             )

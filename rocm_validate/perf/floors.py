@@ -335,11 +335,32 @@ def read_floor_file(path: Path, device_key: str) -> dict[str, Floor]:
     return floors
 
 
+def _with_closest(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1, cutoff=CLOSE)
+    return f"{name} (closest: {close[0]})" if close else name
+
+
+def near_misses(unused: Iterable[str], wanted: Iterable[str]) -> list[str]:
+    """The names of `unused` (entries no metric of the run is named by) that are a near miss of
+    a name of `wanted` (metrics that found no entry), each with the one it is closest to: a typo
+    that leaves both ungated, where an entry of a metric not measured here is no near miss."""
+    names = sorted(set(wanted))
+    return [
+        _with_closest(n, names) for n in sorted(unused) if difflib.get_close_matches(n, names, n=1, cutoff=NEAR_MISS)
+    ]
+
+
 def _entry_problem(name: str) -> str | None:
     family = name.split(".", 1)[0]
     if family not in FAMILIES or not re.fullmatch(r"[a-z0-9][a-z0-9_.+-]*\.[a-z0-9_.+-]+", name):
         return f"names no metric the suites record (metric names start with one of {', '.join(FAMILIES)})"
     return None
+
+
+CLOSE = 0.8  # difflib's similarity from which a name is shown as the closest of another
+# ... and from which an unused entry is taken for a typo of a metric that found none: above
+# 'copy.device.2048mib' vs 'copy.device.16mib' (0.83), below one changed digit of a GEMM shape (0.96)
+NEAR_MISS = 0.9
 
 
 class FloorTable:
@@ -360,11 +381,7 @@ class FloorTable:
         recorded name it is closest to where one is close ('gemm.bf16.8192x8192x8193 (closest:
         gemm.bf16.8192x8192x8192)')."""
         names = sorted(set(recorded))
-        found = []
-        for name in sorted(set(self._user) - set(names)):
-            close = difflib.get_close_matches(name, names, n=1, cutoff=0.8)
-            found.append(f"{name} (closest: {close[0]})" if close else name)
-        return found
+        return [_with_closest(name, names) for name in sorted(set(self._user) - set(names))]
 
     def describe(self) -> str:
         """'floors: 2 from <file>, then the shipped table for NVIDIA H100 SXM' for the header."""

@@ -20,7 +20,7 @@ from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
 from rocm_validate.core.suites import suite_of_nodeid
 from rocm_validate.errors import UsageError
 from rocm_validate.perf import gate
-from rocm_validate.perf.floors import FloorTable
+from rocm_validate.perf.floors import FloorTable, near_misses
 from rocm_validate.perf.recorder import (
     ITEM_STATE_KEY,
     PerfContext,
@@ -41,6 +41,7 @@ HEADER_KEY = pytest.StashKey["list[str]"]()
 FLOORS_KEY = pytest.StashKey[FloorTable]()
 PARTIAL_KEY = pytest.StashKey[bool]()  # a perf test was deselected
 NOTES_KEY = pytest.StashKey["list[str]"]()  # end-of-run notes: floors a partial run could not match
+BASELINE_NAMES_KEY = pytest.StashKey["tuple[Path, tuple[str, ...]]"]()  # the baselines file and its entries
 
 
 WINDOW = options.OptionSpec(
@@ -144,6 +145,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
     config.stash[FLOORS_KEY] = floors
+    config.stash[BASELINE_NAMES_KEY] = (store.path, tuple(entries))
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
     described += f", {store.note}" if store.note else ""
     rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
@@ -171,28 +173,40 @@ def _partial(config: pytest.Config, perf_results: list[Any]) -> bool:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
-    """After the tests, before the reports: user floors that gated nothing. In a run of the whole
-    perf suite such a floor names no metric the suite records (a typo): a usage error, exit status
-    4. In a partial run it may name a metric not measured here: a warning."""
+    """After the tests, before the reports: user floors that gated nothing, and baseline entries
+    whose name is a near miss of a metric that found no baseline (a hand-edited typo: the entry
+    gates nothing and the metric goes ungated). In a run of the whole perf suite either is a usage
+    error, exit status 4; in a partial run, where the name may be of a metric not measured here, a
+    warning."""
     result = yield
     config = session.config
-    floors = config.stash.get(FLOORS_KEY, None)
-    state = run_state(config)
     metrics = _perf_metrics(config)
-    if floors is None or floors.user_file is None or not metrics:
+    if not metrics:
         return result
-    unmatched = floors.unmatched(m.name for m in metrics)
-    if not unmatched:
+    floors = config.stash.get(FLOORS_KEY, None)
+    found = []
+    unmatched = floors.unmatched(m.name for m in metrics) if floors is not None and floors.user_file else []
+    if floors is not None and unmatched:
+        found.append((FLOORS.flag, floors.user_file, "floor(s)", unmatched))
+    baselines, entries = config.stash.get(BASELINE_NAMES_KEY, (None, ()))
+    ungated = [m.name for m in metrics if m.extra["gate"].get("gated_by") != "baseline"]
+    misnamed = near_misses(set(entries) - {m.name for m in metrics}, ungated)
+    if misnamed:
+        found.append((options.BASELINES.flag, baselines, "baseline entry(ies)", misnamed))
+    if not found:
         return result
-    listed = ", ".join(unmatched)
+    state = run_state(config)
     if _partial(config, [r for r in state.results.values() if r.suite == "perf"]):
         config.stash[NOTES_KEY] = [
-            f"{len(unmatched)} floor(s) of {floors.user_file} gated nothing: not measured in this run: {listed}"
+            f"{len(names)} {what} of {path} gated nothing: not measured in this run: {', '.join(names)}"
+            for _, path, what, names in found
         ]
         return result
+    flag, path, what, names = found[0]
     raise UsageError(
-        f"{FLOORS.flag}: {floors.user_file} holds floors no metric of this run of the whole perf suite is named by, "
-        f"so they gate nothing: {listed}. Fix the names (the metrics table lists every recorded name) or remove them"
+        f"{flag}: {path} holds {what.replace('(s)', 's').replace('y(ies)', 'ies')} no metric of this run of the whole perf suite is named by, "
+        f"so they gate nothing: {', '.join(names)}. Fix the names (the metrics table lists every recorded name) or "
+        "remove them"
     )
 
 

@@ -271,6 +271,7 @@ class RunEnd:
     peers: tuple[PeerFlag, ...] = ()  # GPUs worse than their peers (whole-node runs)
     expired: tuple[str, ...] = ()  # site known-defect entries past their date: 'entry X of FILE (owner Y, ...)'
     exit_status: int | None = None  # the run's, once known: a verdict never says 'pass' beside a non-zero one
+    unimportable: tuple[str, ...] = ()  # test files that could not be imported: 'path: the error'
 
     @property
     def recorded(self) -> int | None:
@@ -290,6 +291,14 @@ def recording_part(end: RunEnd) -> str | None:
     why = f"every measurement was refused ({refused})" if refused else "no test of this run measured anything to record"
     strict = " (--rocm-strict: a recording run that records nothing fails)" if end.strict else ""
     return f"nothing was recorded by --update-baselines: {why}{strict}"
+
+
+def _unimportable_parts(records: Sequence[CheckRecord], end: RunEnd) -> list[str]:
+    return [
+        f"a test file could not be imported: {file} (configuration): install what it imports, or fix or deselect it, "
+        "then rerun"
+        for file in end.unimportable
+    ]
 
 
 def _peer_parts(records: Sequence[CheckRecord], end: RunEnd) -> list[str]:
@@ -327,6 +336,7 @@ def _strict_known_parts(records: Sequence[CheckRecord], end: RunEnd) -> list[str
 # them (a failed check's own words come from `verdict_parts`; a usage error, an interruption and a
 # recording that recorded nothing are worded in `verdict`). A new cause is one row here.
 RUN_CAUSES: tuple[Callable[[Sequence[CheckRecord], RunEnd], list[str]], ...] = (
+    _unimportable_parts,
     _peer_parts,
     _expired_parts,
     _strict_known_parts,

@@ -199,11 +199,17 @@ def _te_linear(te: ModuleType, linear: torch.nn.Linear) -> torch.nn.Module:
     return layer
 
 
-def convert(module: torch.nn.Module, recipe: Fp8Recipe, formats: tuple[str, ...], keep: tuple[str, ...] = ()) -> int:
+def convert(
+    module: torch.nn.Module,
+    recipe: Fp8Recipe,
+    formats: tuple[str, ...],
+    keep: tuple[str, ...] = (),
+    matmul: str = "auto",
+) -> int:
     """Replace, in place, every nn.Linear inside `module` (except those named in `keep`) by the
     recipe's FP8 linear; return how many were replaced. torchao's and the project's layers share
     the original parameters; Transformer Engine's hold copies. Run the module's forward under
-    `forward_context(recipe)`."""
+    `forward_context(recipe)`. `matmul` is the project recipe's GEMM (`fp8.Fp8Linear`)."""
     slots = _linear_slots(module, keep)
     if recipe.library == "torchao":
         chosen = {id(linear) for _, _, linear in slots}
@@ -216,7 +222,7 @@ def convert(module: torch.nn.Module, recipe: Fp8Recipe, formats: tuple[str, ...]
             setattr(parent, name, _te_linear(te, linear))
     else:
         for parent, name, linear in slots:
-            setattr(parent, name, fp8.Fp8Linear.from_linear(linear, formats))
+            setattr(parent, name, fp8.Fp8Linear.from_linear(linear, formats, matmul=matmul))
     return len(slots)
 
 
