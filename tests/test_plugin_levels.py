@@ -90,11 +90,13 @@ def test_a_test_that_sleeps_forever_fails_within_its_timeout_and_the_run_goes_on
     )
 
 
-def test_under_xdist_a_hung_test_loses_only_its_worker(pytester):
+def test_under_xdist_a_hung_test_fails_alone_and_its_worker_goes_on(pytester):
+    """Workers time out with the signal method (the watchdog ends one only when native code holds it)."""
     pytester.makepyfile(HANGS)
     result = pytester.runpytest_subprocess("--rocm-timeout=1", "-n", "2", "-p", "no:cacheprovider", timeout=90)
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running '*test_sleeps_forever'*"])
+    result.stdout.fnmatch_lines(["*test_sleeps_forever ran past its 1 s timeout*"])
+    result.stdout.no_fnmatch_line("*crashed while running*")
 
 
 def test_the_users_own_timeout_option_wins_over_the_defaults(pytester):
