@@ -517,11 +517,9 @@ def _accuracy_of(rule: Rule) -> Accuracy | None:
             roundings_float32=wide_out if out else wide_grad,
             source=_ACC_H100,
         )
-    wide = REFERENCE_ACCURACY_WIDE.get((check, backend, rule.dtype))
-    if wide is None:
-        wide = REFERENCE_ACCURACY.get(check)
-    if wide is not None:
-        return Accuracy(parts[0], factor=wide, against="reference", source="the same-precision reference's error")
+    allowed = REFERENCE_ACCURACY_WIDE.get((check, backend, rule.dtype), REFERENCE_ACCURACY.get(check))
+    if allowed is not None:
+        return Accuracy(parts[0], factor=allowed, against="reference", source="the same-precision reference's error")
     return None
 
 
