@@ -483,7 +483,9 @@ def _judge_accuracy(
         magnitude_norm = float(torch.linalg.vector_norm(m[finite])) if count else 0.0
         model = tolerance.model
         summed_in = model.accumulator_of(precision) if model is not None else accumulator(precision)
-        predicted = accuracy.predicted(precision, summed_in, golden_norm, magnitude_norm, terms) + floor
+        rounded = g[finite].to(getattr(torch, precision)).double()
+        rounded_norm = float(torch.linalg.vector_norm(torch.where(torch.isfinite(rounded), rounded - g[finite], 0.0)))
+        predicted = accuracy.predicted(precision, summed_in, golden_norm, magnitude_norm, terms, rounded_norm) + floor
     ratio = norm_error / predicted if predicted > 0 else (0.0 if norm_error == 0 else math.inf)
     return AccuracyJudgement(precision=precision, predicted=predicted, ratio=ratio, allowed=accuracy.allowed(count))
 

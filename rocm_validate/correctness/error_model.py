@@ -179,8 +179,9 @@ class Accuracy:
     beyond it a candidate may go: the precision test beside the lean.
 
     Against "model", the prediction adds in quadrature (independent, mean-zero roundings: Higham
-    and Mary's probabilistic analysis, SISC 41(5) 2019) `roundings` roundings of the output,
-    ROUNDING_RMS u ||g|| each (`roundings_float32` for a float32 result, whose healthy error comes
+    and Mary's probabilistic analysis, SISC 41(5) 2019) `roundings` roundings of the output: the
+    first exactly as rounding the golden to the precision errs on these inputs, every further one
+    ROUNDING_RMS u ||g|| (`roundings_float32` for a float32 result, whose healthy error comes
     from its arithmetic more than from its last rounding: accumulation order, conditioning); `spread`
     roundings of intermediates held in the accumulator's precision, ROUNDING_RMS u_acc ||m|| (m: the
     magnitudes of the terms that make each element); and the accumulation of K
@@ -210,18 +211,29 @@ class Accuracy:
             value = getattr(self, name)
             if value is not None and (not math.isfinite(value) or value < 0):
                 raise ValueError(f"accuracy {name} must be a finite number >= 0, found {value!r}")
+        if self.roundings < 1 or (self.roundings_float32 is not None and self.roundings_float32 < 1):
+            raise ValueError("accuracy roundings must be >= 1: a correct kernel rounds its output once")
         if self.factor < 1:
             raise ValueError(
                 f"accuracy factor must be >= 1 (a correct kernel meets its prediction), found {self.factor}"
             )
 
     def predicted(
-        self, precision: str, accumulator_precision: str, golden_norm: float, magnitude_norm: float, terms: int
+        self,
+        precision: str,
+        accumulator_precision: str,
+        golden_norm: float,
+        magnitude_norm: float,
+        terms: int,
+        rounded_norm: float,
     ) -> float:
-        """The error norm of a correct implementation in `precision` (against "model"), without the floor."""
+        """The error norm of a correct implementation in `precision` (against "model"), without the
+        floor; rounded_norm: ||golden rounded to the precision - golden||, the output's own rounding."""
         u, u_acc = unit_roundoff(precision), unit_roundoff(accumulator_precision)
+        further = max(self.roundings_of(precision) - 1.0, 0.0)
         return math.sqrt(
-            self.roundings_of(precision) * (ROUNDING_RMS * u * golden_norm) ** 2
+            rounded_norm**2
+            + further * (ROUNDING_RMS * u * golden_norm) ** 2
             + (self.spread * ROUNDING_RMS * u_acc * magnitude_norm) ** 2
             + (self.accumulation * growth("sqrt", terms) * u_acc * golden_norm) ** 2
         )
