@@ -467,17 +467,18 @@ def _judge_accuracy(
     count: int,
 ) -> AccuracyJudgement | None:
     """The candidate's error norm over a correct implementation's (None where the row judges
-    against a reference and none was given): the prediction plus the floor of every element (the
-    precision's underflow, or the row's atol where larger)."""
+    against a reference and none was given): the prediction plus the precision's underflow per
+    element (against a reference, the row's atol where larger, as flash-attention's rule adds).
+    A zero golden is judged by the magnitudes of the terms that make it (the `spread` term)."""
     import torch
 
     accuracy = tolerance.accuracy
     assert accuracy is not None
-    floor = max(_floor(precision), tolerance.atol) * math.sqrt(count)
+    floor = _floor(precision) * math.sqrt(count)
     if accuracy.against == "reference":
         if reference_norm is None:
             return None
-        predicted = reference_norm + floor
+        predicted = reference_norm + max(floor, tolerance.atol * math.sqrt(count))
     else:
         m = g.abs() if magnitude is None else magnitude.to(g).expand_as(g).abs()
         magnitude_norm = float(torch.linalg.vector_norm(m[finite])) if count else 0.0
