@@ -213,14 +213,14 @@ def test_a_fused_attention_reading_the_packed_mask_one_token_off_fails_naming_th
 
 def test_a_split_k_gemm_reducing_in_bf16_fails_saying_how_many_bits_it_lost(run_suite_with):
     result = run_suite_with(
-        WRONG_SPLIT_K_BF16, "test_gemm.py", "test_linear_layer and bfloat16 and default and bert-large.qkv"
+        WRONG_SPLIT_K_BF16, "test_gemm.py", "test_linear_layer and bfloat16 and default and llama-3.1-8b.down"
     )
     result.assert_outcomes(failed=1)
-    assert_failure_report(result, "gemm.bfloat16 [bert-large.qkv", "what a correct bfloat16 GEMM makes here", "lost")
+    assert_failure_report(result, "gemm.bfloat16 [llama-3.1-8b.down", "what a correct bfloat16 GEMM makes here", "lost")
 
 
 def test_softmax_summing_in_bf16_fails_the_accuracy_test(run_suite_with):
-    result = run_suite_with(WRONG_SOFTMAX_BF16_SUM, "test_blocks.py", "softmax and not log and float32")
+    result = run_suite_with(WRONG_SOFTMAX_BF16_SUM, "test_blocks.py", "softmax-bert-large-float32 and not log")
     result.assert_outcomes(failed=1)
     assert_failure_report(result, "block.softmax.out", "what a correct float32 softmax makes here")
 
