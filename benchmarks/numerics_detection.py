@@ -13,8 +13,8 @@ for each output and gradient, the smallest accumulation coefficient (float32 ulp
 the element's magnitude) and, in bf16 / fp16, the smallest spread (ulps of the dtype x the
 magnitude) that would have passed: the numbers the tolerance table's block rows are set from
 (docs/correctness.md). `precision` plants a loss of accuracy instead of a scale: every checked
-result's own error against float64 grown by a factor (c' = g + f (c - g), rounded to the dtype: a
-kernel with f times the error of this one; f = 2 is one bit), on every building block, the GEMM
+result's own error against float64 grown by a factor (c' = g + f (c - g), held in float32 and
+judged in the result's precision: a kernel with f times the error of this one; f = 2 is one bit), on every building block, the GEMM
 and SDPA, and finds the smallest f on a grid from 1.25 to 64 that fails, with the measured growth
 of the error norm and the check that saw it.
 """
@@ -34,7 +34,7 @@ import torch
 
 from rocm_validate.correctness import attention, blocks, gemm
 from rocm_validate.correctness.attention import check_attention, named_case
-from rocm_validate.correctness.compare import Comparison, compare
+from rocm_validate.correctness.compare import Comparison, compare, dtype_name
 from rocm_validate.correctness.error_model import growth, underflow, unit_roundoff
 from rocm_validate.correctness.gemm import check_linear
 from rocm_validate.platform.devices import DeviceInfo, discover_cpu, discover_gpus
@@ -120,7 +120,10 @@ def _grown_compare(factor: float, growths: list[float]) -> Callable[..., Compari
     def grown(check: str, candidate: torch.Tensor, golden: torch.Tensor, *args: Any, **kwargs: Any) -> Comparison:
         g = golden.detach().double()
         c = candidate.detach().to(device=g.device, dtype=torch.float64)
-        wrong = (g + factor * (c - g)).to(candidate.dtype)
+        # held in float32 (judged in the candidate's own precision): rounding the grown result back
+        # to bf16 / fp16 would snap most of it back onto the candidate
+        kwargs.setdefault("precision", dtype_name(candidate.dtype))
+        wrong = (g + factor * (c - g)).to(torch.float32 if candidate.dtype != torch.float64 else torch.float64)
         before = float(torch.linalg.vector_norm(torch.nan_to_num(c - g)))
         after = float(torch.linalg.vector_norm(torch.nan_to_num(wrong.double() - g)))
         if before > 0:
