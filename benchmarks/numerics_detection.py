@@ -122,7 +122,7 @@ def _grown_compare(factor: float, growths: list[float]) -> Callable[..., Compari
         c = candidate.detach().to(device=g.device, dtype=torch.float64)
         # held in float32 (judged in the candidate's own precision): rounding the grown result back
         # to bf16 / fp16 would snap most of it back onto the candidate
-        kwargs.setdefault("precision", dtype_name(candidate.dtype))
+        kwargs["precision"] = kwargs.get("precision") or dtype_name(candidate.dtype)
         wrong = (g + factor * (c - g)).to(torch.float32 if candidate.dtype != torch.float64 else torch.float64)
         before = float(torch.linalg.vector_norm(torch.nan_to_num(c - g)))
         after = float(torch.linalg.vector_norm(torch.nan_to_num(wrong.double() - g)))
