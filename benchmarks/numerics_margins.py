@@ -7,7 +7,8 @@ For every family (the check name up to its '[' details, e.g. 'sdpa.flash.grad_q'
 its error model judged it in), the worst healthy value of each statistic the tolerance table bounds:
 element ratio (vs k), norm ratio (vs k_norm), lowest SQNR (vs min_sqnr_db), the worst element
 against the error model (model ratio, vs 1), the error norm against the model (vs 1) and the largest
-lean (in ulps of the precision, and relative, vs the allowed lean). These are the numbers the
+lean (in ulps of the precision, and relative, vs the allowed lean) and the error norm over what a
+correct implementation makes (accuracy ratio, vs the row's factor). These are the numbers the
 table's rows are set from (docs/correctness.md).
 """
 
@@ -33,8 +34,9 @@ STATISTICS = (
     ("model_ratio", max),
     ("model_norm_ratio", max),
     ("lean_ulps", max),
+    ("accuracy_ratio", max),
 )
-BOUNDS = ("k", "k_norm", "min_sqnr_db", "allowed_lean")
+BOUNDS = ("k", "k_norm", "min_sqnr_db", "allowed_lean", "accuracy_factor")
 
 
 def summarize(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{device.get('name')} ({device.get('arch')}), torch {device.get('torch_version')}")
     print(
         f"{'family':52} {'n':>4} {'fail':>4} {'ratio/k':>14} {'norm/k_norm':>16} {'sqnr/min':>14} "
-        f"{'model':>7} {'m.norm':>7} {'lean/allowed':>18}"
+        f"{'model':>7} {'m.norm':>7} {'lean/allowed':>18} {'accuracy/factor':>16}"
     )
     for name, row in rows.items():
 
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:52} {row['checks']:4} {row['failed']:4} {pair('ratio', 'k'):>14} {pair('norm_ratio', 'k_norm'):>16} "
             f"{pair('sqnr_db', 'min_sqnr_db'):>14} {_value(row.get('model_ratio')):>7} "
-            f"{_value(row.get('model_norm_ratio')):>7} {pair('lean', 'allowed_lean'):>18}"
+            f"{_value(row.get('model_norm_ratio')):>7} {pair('lean', 'allowed_lean'):>18} "
+            f"{pair('accuracy_ratio', 'accuracy_factor'):>16}"
         )
     if args.out:
         args.out.write_text(json.dumps({"device": device, "families": rows}, indent=2, sort_keys=True) + "\n")

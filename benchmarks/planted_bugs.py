@@ -253,6 +253,106 @@ WRONG_TUNED_SOLUTION = wrong_plugin(
 )
 
 
+# --- precision loss (issue 35): right on average, but a correct kernel's error norm is exceeded ---
+# A narrow sum: operands in `dtype`, every addition of a tree rounded to it (a reduction whose
+# accumulator is the narrow type). Shared by the plants below as source text.
+NARROW_SUM = """
+    def narrow_sum(t, dtype, dim=-1):
+        t = t.to(dtype).movedim(dim, -1)
+        while t.shape[-1] > 1:
+            if t.shape[-1] % 2:
+                t = torch.cat([t, torch.zeros_like(t[..., :1])], -1)
+            t = t[..., 0::2] + t[..., 1::2]
+        return t[..., 0].float()
+"""
+
+# A split-K bf16 GEMM whose partial sums (K in slices of 64, each in float32) are reduced in bf16.
+WRONG_SPLIT_K_BF16 = wrong_plugin(
+    "torch.nn.functional",
+    "linear",
+    NARROW_SUM
+    + """
+    def wrong(x, weight, bias=None):
+        if x.dtype != torch.bfloat16 or x.shape[-1] < 128:
+            return original(x, weight, bias)
+        parts = [original(a.float(), w.float()) for a, w in zip(x.split(64, -1), weight.split(64, -1))]
+        out = narrow_sum(torch.stack(parts, -1), torch.bfloat16)
+        return (out if bias is None else out + bias.float()).to(torch.bfloat16)
+""",
+)
+
+# An fp16 GEMM whose split-K partial sums are reduced in fp16 (GPUs; the CPU runs no fp16 GEMMs).
+WRONG_SPLIT_K_FP16 = wrong_plugin(
+    "torch.nn.functional",
+    "linear",
+    NARROW_SUM
+    + """
+    def wrong(x, weight, bias=None):
+        if x.dtype != torch.float16 or x.shape[-1] < 128:
+            return original(x, weight, bias)
+        parts = [original(a.float(), w.float()) for a, w in zip(x.split(64, -1), weight.split(64, -1))]
+        out = narrow_sum(torch.stack(parts, -1), torch.float16)
+        return (out if bias is None else out + bias.float()).to(torch.float16)
+""",
+)
+
+# Softmax whose row sum is accumulated in bf16 (the exponentials in float32, their sum a bf16 tree).
+WRONG_SOFTMAX_BF16_SUM = wrong_plugin(
+    "torch.nn.functional",
+    "softmax",
+    NARROW_SUM
+    + """
+    def wrong(x, dim=None, *args, **kwargs):
+        if x.dtype == torch.float64:
+            return original(x, dim, *args, **kwargs)
+        e = (x.float() - x.float().amax(dim, keepdim=True)).exp()
+        return (e / narrow_sum(e, torch.bfloat16, dim).unsqueeze(dim)).to(x.dtype)
+""",
+)
+
+# LayerNorm whose mean and variance are accumulated in bf16.
+WRONG_LAYER_NORM_BF16_STATS = wrong_plugin(
+    "torch.nn.functional",
+    "layer_norm",
+    NARROW_SUM
+    + """
+    def wrong(x, shape, weight=None, bias=None, eps=1e-5):
+        if x.dtype == torch.float64:
+            return original(x, shape, weight, bias, eps)
+        n = x.shape[-1]
+        mean = narrow_sum(x, torch.bfloat16).unsqueeze(-1) / n
+        var = narrow_sum((x.float() - mean) ** 2, torch.bfloat16).unsqueeze(-1) / n
+        out = (x.float() - mean) * torch.rsqrt(var + eps)
+        out = out if weight is None else out * weight.float()
+        return (out if bias is None else out + bias.float()).to(x.dtype)
+""",
+)
+
+# Fused attention that keeps its running output in bf16: keys in blocks of 64, each block's
+# P V in float32, the blocks' sum rounded to bf16 after every block (the math reference is exact).
+WRONG_SDPA_BF16_ACCUMULATOR = wrong_plugin(
+    "torch.nn.functional",
+    "scaled_dot_product_attention",
+    """
+    def wrong(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+        if torch.backends.cuda.math_sdp_enabled() or query.dtype == torch.float64:
+            return original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **kwargs)
+        q, k, v = query.float(), key.float(), value.float()
+        s = (q @ k.transpose(-2, -1)) * (scale if scale is not None else q.shape[-1] ** -0.5)
+        if is_causal:
+            keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
+            s = s.masked_fill(~keep, float("-inf"))
+        if attn_mask is not None:
+            s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask
+        p = (s - s.amax(-1, keepdim=True)).exp()
+        out = torch.zeros(q.shape[:-1] + v.shape[-1:], device=q.device, dtype=torch.bfloat16)
+        for j in range(0, k.shape[-2], 64):
+            out = out + (p[..., j : j + 64] @ v[..., j : j + 64, :]).to(torch.bfloat16)
+        return (out.float() / p.sum(-1, keepdim=True)).to(query.dtype)
+""",
+)
+
+
 @dataclass(frozen=True)
 class PlantedBug:
     """A bug, the suite file that must catch it and the tests of that file to run."""
@@ -261,7 +361,7 @@ class PlantedBug:
     plugin: str
     suite_file: str
     keyword: str
-    needs: str = ""  # "rocm": its path exists only in a ROCm build (TunableOp's tuned solutions)
+    needs: str = ""  # "rocm": only a ROCm build has its path (TunableOp); "gpu": any GPU (fp16 GEMMs)
 
 
 BUGS = (
@@ -280,7 +380,19 @@ BUGS = (
     PlantedBug("epilogue-other-gelu", WRONG_EPILOGUE_GELU, "test_epilogues.py", "addmm_gelu"),
     PlantedBug("packed-mask-one-token-off", WRONG_PACKED_MASK, "test_packed_attention.py", "mask"),
     PlantedBug("tunableop-solution-1-percent", WRONG_TUNED_SOLUTION, "test_tunable.py", "selected", needs="rocm"),
+    PlantedBug("split-k-reduced-in-bf16", WRONG_SPLIT_K_BF16, "test_gemm.py", "test_linear_layer and bfloat16"),
+    PlantedBug("fp16-gemm-reduced-in-fp16", WRONG_SPLIT_K_FP16, "test_gemm.py", "test_linear_layer and float16", "gpu"),
+    PlantedBug("softmax-sum-in-bf16", WRONG_SOFTMAX_BF16_SUM, "test_blocks.py", "softmax and not log"),
+    PlantedBug(
+        "layer-norm-stats-in-bf16", WRONG_LAYER_NORM_BF16_STATS, "test_blocks.py", "layer_norm and not residual"
+    ),
+    PlantedBug("sdpa-output-accumulated-in-bf16", WRONG_SDPA_BF16_ACCUMULATOR, "test_sdpa.py", "test_sdpa_backend"),
 )
+
+
+def plantable(bug: PlantedBug, here: str) -> bool:
+    """Whether the bug's path exists on this platform ('cpu', 'cuda' or 'rocm')."""
+    return not bug.needs or bug.needs == here or (bug.needs == "gpu" and here != "cpu")
 
 
 def run_with(bug: PlantedBug, device: str, workdir: Path) -> dict[str, object]:
@@ -343,17 +455,17 @@ def main(argv: list[str] | None = None) -> int:
     here = platform(args.device)
     named = [bug for bug in BUGS if not args.names or bug.name in args.names]
     for bug in named:
-        if bug.needs and bug.needs != here:
+        if not plantable(bug, here):
             print(f"{bug.name:28} not planted: its path needs a {bug.needs} build, this is {here}")
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         for bug in named:
-            if bug.needs and bug.needs != here:
+            if not plantable(bug, here):
                 continue
             results[bug.name] = run_with(bug, args.device, Path(folder))
             row = results[bug.name]
             verdict = "caught" if row["caught"] else "MISSED"
-            print(f"{bug.name:28} {verdict:7} failed {row['failed']:3} passed {row['passed']:3} {row['categories']}")
+            print(f"{bug.name:32} {verdict:7} failed {row['failed']:3} passed {row['passed']:3} {row['categories']}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     return 0 if all(row["caught"] for row in results.values()) else 1

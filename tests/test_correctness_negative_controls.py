@@ -45,6 +45,10 @@ WRONG_GELU_APPROXIMATION = _BUGS.WRONG_GELU_APPROXIMATION
 WRONG_COMPILE_LEAN = _BUGS.WRONG_COMPILE_LEAN
 WRONG_EPILOGUE_GELU = _BUGS.WRONG_EPILOGUE_GELU
 WRONG_PACKED_MASK = _BUGS.WRONG_PACKED_MASK
+WRONG_SPLIT_K_BF16 = _BUGS.WRONG_SPLIT_K_BF16
+WRONG_SOFTMAX_BF16_SUM = _BUGS.WRONG_SOFTMAX_BF16_SUM
+WRONG_LAYER_NORM_BF16_STATS = _BUGS.WRONG_LAYER_NORM_BF16_STATS
+WRONG_SDPA_BF16_ACCUMULATOR = _BUGS.WRONG_SDPA_BF16_ACCUMULATOR
 
 
 @pytest.fixture
@@ -205,3 +209,31 @@ def test_a_fused_attention_reading_the_packed_mask_one_token_off_fails_naming_th
     result.assert_outcomes(failed=1)
     assert_failure_report(result, "packed.mask-flash.out [4 blocks of 64 tokens (64 | 37+27 | 25+23+16 | 1+31+32)")
     assert "worst in block " in result.stdout.str()
+
+
+def test_a_split_k_gemm_reducing_in_bf16_fails_saying_how_many_bits_it_lost(run_suite_with):
+    result = run_suite_with(
+        WRONG_SPLIT_K_BF16, "test_gemm.py", "test_linear_layer and bfloat16 and default and llama-3.1-8b.down"
+    )
+    result.assert_outcomes(failed=1)
+    assert_failure_report(result, "gemm.bfloat16 [llama-3.1-8b.down", "what a correct bfloat16 GEMM makes here", "lost")
+
+
+def test_softmax_summing_in_bf16_fails_the_accuracy_test(run_suite_with):
+    result = run_suite_with(WRONG_SOFTMAX_BF16_SUM, "test_blocks.py", "softmax-bert-large-float32 and not log")
+    result.assert_outcomes(failed=1)
+    assert_failure_report(result, "block.softmax.out", "what a correct float32 softmax makes here")
+
+
+def test_layer_norm_with_bf16_statistics_fails_the_accuracy_test(run_suite_with):
+    result = run_suite_with(
+        WRONG_LAYER_NORM_BF16_STATS, "test_blocks.py", "layer_norm-bert-large-bfloat16 and not residual"
+    )
+    result.assert_outcomes(failed=1)
+    assert_failure_report(result, "block.layer_norm.out", "bits lost")
+
+
+def test_fused_attention_keeping_its_output_in_bf16_fails(run_suite_with):
+    result = run_suite_with(WRONG_SDPA_BF16_ACCUMULATOR, "test_sdpa.py", "float32-plain-64-flash")
+    result.assert_outcomes(failed=1)
+    assert_failure_report(result, "sdpa.flash.out [B2 H2 Lq64 Lk64 D64, float32", "what a correct float32 attention")

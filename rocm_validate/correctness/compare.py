@@ -9,6 +9,9 @@ or the golden correctly rounded). The candidate passes when
   over many elements, such as a halved gradient, fails here);
 * it has no NaN or Inf where the golden is finite;
 * its SQNR reaches the tolerance's minimum, if it has one;
+* its error norm stays within the row's `Accuracy` factor of the error norm a correct
+  implementation in its precision makes on the same inputs (a kernel that loses one bit of
+  accuracy, such as split-K partial sums reduced in bf16, fails here);
 * it is no farther from the golden than correct arithmetic in its precision can be, by the row's
   `ErrorModel` (`rocm_validate.correctness.error_model`): every element, the error norm, and the
   lean (mean signed error and mean error away from zero, over mean|golden|, in ulps of the
@@ -16,7 +19,9 @@ or the golden correctly rounded). The candidate passes when
   the candidate and the reference share cannot hide behind their ratio; the lean sees a
   systematic change (a 0.1% scale, rounding the wrong way) far below one rounding per element.
 
-See `rocm_validate.correctness.tolerances` for the numbers. The result is a frozen `Comparison`
+Where the golden is zero or tiny, every criterion falls back to the precision's absolute floor
+(its underflow, and the row's atol), never a ratio of zeros. See
+`rocm_validate.correctness.tolerances` for the numbers. The result is a frozen `Comparison`
 whose `message()` is shaped like `torch.testing.assert_close`'s: mismatch count, the worst
 element with its index, the errors, their ratio, norms, SQNR, bias and the tolerance with its
 source.
@@ -32,7 +37,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocm_validate.correctness.error_model import (
+    Accuracy,
     ErrorModel,
+    accumulator,
+    bits_lost,
     growth,
     underflow,
     unit_roundoff,
@@ -70,6 +78,34 @@ class ModelJudgement:
 
 
 @dataclass(frozen=True)
+class AccuracyJudgement:
+    """The candidate's error norm against the error norm a correct implementation makes."""
+
+    precision: str
+    predicted: float  # the correct implementation's error norm (with the absolute floor)
+    ratio: float  # the candidate's error norm / predicted
+    allowed: float  # the largest ratio that passes: the row's factor, widened for few elements
+
+    @property
+    def bits_lost(self) -> float:
+        return bits_lost(self.ratio)
+
+    def ok(self) -> bool:
+        return self.ratio <= self.allowed
+
+    def describe(self, accuracy: Accuracy) -> str:
+        """'error norm 2.1x what a correct bfloat16 GEMM makes here: about 1.1 bits lost'."""
+        what = (
+            f"the {self.precision} reference's"
+            if accuracy.against == "reference"
+            else f"what a correct {self.precision} {accuracy.op} makes here"
+        )
+        lost = self.bits_lost
+        bits = f"about {lost:.1f} bit{'' if round(lost, 1) == 1 else 's'} lost" if lost > 0 else "no bit lost"
+        return f"error norm {self.ratio:.3g}x {what}: {bits} (allowed {self.allowed:.3g}x)"
+
+
+@dataclass(frozen=True)
 class Comparison:
     """What one check measured, and whether it passed."""
 
@@ -93,6 +129,8 @@ class Comparison:
     reference_norm_error: float | None = None
     allowed_norm: float | None = None  # the bound the error norm must meet; None without k_norm
     model: ModelJudgement | None = None  # the absolute test against float64; None for exact rows
+    accuracy: AccuracyJudgement | None = None  # the precision test; None where the row has none
+    noise_floor: float = 0.0  # the error norm always allowed: the absolute floor over every element
     problem: str = ""  # a structural failure (shape mismatch) that makes the numbers meaningless
 
     @property
@@ -106,7 +144,14 @@ class Comparison:
 
     @property
     def sqnr_ok(self) -> bool:
-        return self.tolerance.min_sqnr_db is None or self.sqnr_db >= self.tolerance.min_sqnr_db
+        """SQNR reaches its minimum, or the error is within the absolute floor (a zero golden has no signal)."""
+        minimum = self.tolerance.min_sqnr_db
+        return minimum is None or self.sqnr_db >= minimum or self.norm_error <= self.noise_floor
+
+    @property
+    def accuracy_ok(self) -> bool:
+        accuracy = self.tolerance.accuracy
+        return self.accuracy is None or accuracy is None or self.accuracy.ok()
 
     @property
     def norm_ok(self) -> bool:
@@ -128,7 +173,14 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        return not self.problem and self.mismatches == 0 and self.sqnr_ok and self.norm_ok and self.model_ok
+        return (
+            not self.problem
+            and self.mismatches == 0
+            and self.sqnr_ok
+            and self.norm_ok
+            and self.model_ok
+            and self.accuracy_ok
+        )
 
     def headline(self) -> str:
         if self.problem:
@@ -153,6 +205,8 @@ class Comparison:
                 f"the candidate's error norm is {judged.norm_ratio:.3g} x what correct {judged.precision} "
                 "arithmetic allows"
             )
+        if self.accuracy is not None and self.tolerance.accuracy is not None and not self.accuracy_ok:
+            return f"the candidate lost accuracy: {self.accuracy.describe(self.tolerance.accuracy)}"
         if not self.sqnr_ok:
             return f"SQNR {_db(self.sqnr_db)} is below the required {self.tolerance.min_sqnr_db:g} dB"
         if judged is not None and model is not None and not self.lean_ok:
@@ -183,6 +237,11 @@ class Comparison:
                 f"allowed {self.allowed_norm:.3g} (k_norm = {self.tolerance.k_norm:g})"
             )
         lines.extend(self._model_lines())
+        if self.accuracy is not None and self.tolerance.accuracy is not None:
+            lines.append(
+                f"Accuracy: {self.accuracy.describe(self.tolerance.accuracy)}; candidate error norm "
+                f"{self.norm_error:.3g}, predicted {self.accuracy.predicted:.3g}"
+            )
         required = "" if self.tolerance.min_sqnr_db is None else f" (needs >= {self.tolerance.min_sqnr_db:g} dB)"
         reference = "" if self.reference_sqnr_db is None else f", reference {_db(self.reference_sqnr_db)}"
         lines.append(f"SQNR against the golden: candidate {_db(self.sqnr_db)}{reference}{required}")
@@ -337,15 +396,24 @@ def compare(
     reference_norm = (
         None if r is None else float(torch.linalg.vector_norm(torch.where(finite & torch.isfinite(r), r - g, 0.0)))
     )
+    judged_in = precision or dtype_name(candidate.dtype)
+    if tolerance.model is not None:
+        judged_in = precision or tolerance.model.precision_of(dtype_name(candidate.dtype))
+    count = int(finite.sum())
+    golden_norm = float(torch.linalg.vector_norm(g[finite])) if count else 0.0
+    noise_floor = max(tolerance.atol, _floor(judged_in)) * math.sqrt(count)
     allowed_norm = None
     if tolerance.k_norm is not None:
-        count = int(finite.sum())
-        floor = tolerance.atol * math.sqrt(count) + tolerance.rtol * float(torch.linalg.vector_norm(g[finite]))
+        floor = noise_floor + tolerance.rtol * golden_norm
         allowed_norm = max(floor, tolerance.k_norm * (reference_norm or 0.0))
     judged = None
     if tolerance.model is not None:
-        judged_in = precision or tolerance.model.precision_of(dtype_name(candidate.dtype))
         judged = _judge_model(tolerance.model, judged_in, candidate.dtype, c, g, r, diff, both, scale, magnitude, terms)
+    accuracy = None
+    if tolerance.accuracy is not None:
+        accuracy = _judge_accuracy(
+            tolerance, judged_in, norm_error, golden_norm, reference_norm, g, finite, magnitude, terms, count
+        )
 
     numel = g.numel()
     worst_flat = int(diff.reshape(-1).argmax()) if numel else 0
@@ -373,7 +441,54 @@ def compare(
         reference_norm_error=reference_norm,
         allowed_norm=allowed_norm,
         model=judged,
+        accuracy=accuracy,
+        noise_floor=noise_floor,
     )
+
+
+def _floor(precision: str) -> float:
+    """The precision's absolute error floor per element; 0 for a dtype without one (integers)."""
+    try:
+        return underflow(precision)
+    except ValueError:
+        return 0.0
+
+
+def _judge_accuracy(
+    tolerance: Tolerance,
+    precision: str,
+    norm_error: float,
+    golden_norm: float,
+    reference_norm: float | None,
+    g: torch.Tensor,
+    finite: torch.Tensor,
+    magnitude: torch.Tensor | None,
+    terms: int,
+    count: int,
+) -> AccuracyJudgement | None:
+    """The candidate's error norm over a correct implementation's (None where the row judges
+    against a reference and none was given): the prediction plus the precision's underflow per
+    element (against a reference, the row's atol where larger, as flash-attention's rule adds).
+    A zero golden is judged by the magnitudes of the terms that make it (the `spread` term)."""
+    import torch
+
+    accuracy = tolerance.accuracy
+    assert accuracy is not None
+    floor = _floor(precision) * math.sqrt(count)
+    if accuracy.against == "reference":
+        if reference_norm is None:
+            return None
+        predicted = reference_norm + max(floor, tolerance.atol * math.sqrt(count))
+    else:
+        m = g.abs() if magnitude is None else magnitude.to(g).expand_as(g).abs()
+        magnitude_norm = float(torch.linalg.vector_norm(m[finite])) if count else 0.0
+        model = tolerance.model
+        summed_in = model.accumulator_of(precision) if model is not None else accumulator(precision)
+        rounded = g[finite].to(getattr(torch, precision)).double()
+        rounded_norm = float(torch.linalg.vector_norm(torch.where(torch.isfinite(rounded), rounded - g[finite], 0.0)))
+        predicted = accuracy.predicted(precision, summed_in, golden_norm, magnitude_norm, terms, rounded_norm) + floor
+    ratio = norm_error / predicted if predicted > 0 else (0.0 if norm_error == 0 else math.inf)
+    return AccuracyJudgement(precision=precision, predicted=predicted, ratio=ratio, allowed=accuracy.allowed(count))
 
 
 # A lean counts when it lies this many standard errors from zero: far beyond chance for the
@@ -539,6 +654,8 @@ def margins(comparison: Comparison) -> dict[str, Any]:
         "lean": None if judged is None else significant(judged.lean),
         "lean_ulps": None if judged is None else finite(judged.lean_ulps),
         "allowed_lean": None if judged is None or tol.model is None else tol.model.allowed_lean(judged.precision),
+        "accuracy_ratio": None if comparison.accuracy is None else finite(comparison.accuracy.ratio),
+        "accuracy_factor": None if tol.accuracy is None else tol.accuracy.factor,
     }
 
 

@@ -163,3 +163,108 @@ class ErrorModel:
         parts.append(f"lean{beyond} <= max({self.max_lean:g} u, {self.lean_floor:g})")
         where = f" in {self.precision}" if self.precision else ""
         return f"model{where}: " + "; ".join(parts) + (f" ({self.source})" if self.source else "")
+
+
+# The RMS relative error of one round-to-nearest, for data spread over binades: u sqrt(1 / (8 ln 2))
+# = 0.425 u (error-model facts; u / sqrt(3) is the uniform-error upper model).
+ROUNDING_RMS = math.sqrt(1.0 / (8.0 * math.log(2.0)))
+AGAINST = ("model", "reference")
+# How many standard deviations of a few roundings' RMS the accuracy factor allows beyond itself.
+SMALL_SAMPLE_SIGMAS = 6.0
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """The error norm a *correct* implementation of the op makes on the same inputs, and how far
+    beyond it a candidate may go: the precision test beside the lean.
+
+    Against "model", the prediction adds in quadrature (independent, mean-zero roundings: Higham
+    and Mary's probabilistic analysis, SISC 41(5) 2019) `roundings` roundings of the output: the
+    first exactly as rounding the golden to the precision errs on these inputs, every further one
+    ROUNDING_RMS u ||g|| (`roundings_float32` for a float32 result, whose healthy error comes
+    from its arithmetic more than from its last rounding: accumulation order, conditioning); `spread`
+    roundings of intermediates held in the accumulator's precision, ROUNDING_RMS u_acc ||m|| (m: the
+    magnitudes of the terms that make each element); and the accumulation of K
+    terms in the accumulator's precision, `accumulation` sqrt(K) u_acc ||g|| (the probabilistic
+    sqrt(K) u, not the worst-case K u; partial sums the size of the result). Against
+    "reference", the prediction is the same-precision reference's error norm (flash-attention's
+    rule: error <= 2 x the reference's), for ops whose healthy error varies too much across
+    backends to predict. Either way the absolute floor of the precision (its underflow, per
+    element) is added, so a zero or tiny golden is judged against the floor, never a ratio of
+    zeros. `factor`: the candidate's error norm may reach factor x the prediction; a factor below
+    2 fails a kernel that loses one bit (doubles its error).
+    """
+
+    op: str
+    factor: float
+    roundings: float = 1.0
+    roundings_float32: float | None = None
+    spread: float = 0.0
+    accumulation: float = 0.0
+    against: str = "model"
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.against not in AGAINST:
+            raise ValueError(f"accuracy against must be one of {', '.join(AGAINST)}, found {self.against!r}")
+        for name in ("factor", "roundings", "roundings_float32", "spread", "accumulation"):
+            value = getattr(self, name)
+            if value is not None and (not math.isfinite(value) or value < 0):
+                raise ValueError(f"accuracy {name} must be a finite number >= 0, found {value!r}")
+        if self.roundings < 1 or (self.roundings_float32 is not None and self.roundings_float32 < 1):
+            raise ValueError("accuracy roundings must be >= 1: a correct kernel rounds its output once")
+        if self.factor < 1:
+            raise ValueError(
+                f"accuracy factor must be >= 1 (a correct kernel meets its prediction), found {self.factor}"
+            )
+
+    def predicted(
+        self,
+        precision: str,
+        accumulator_precision: str,
+        golden_norm: float,
+        magnitude_norm: float,
+        terms: int,
+        rounded_norm: float,
+    ) -> float:
+        """The error norm of a correct implementation in `precision` (against "model"), without the
+        floor; rounded_norm: ||golden rounded to the precision - golden||, the output's own rounding."""
+        u, u_acc = unit_roundoff(precision), unit_roundoff(accumulator_precision)
+        further = max(self.roundings_of(precision) - 1.0, 0.0)
+        return math.sqrt(
+            rounded_norm**2
+            + further * (ROUNDING_RMS * u * golden_norm) ** 2
+            + (self.spread * ROUNDING_RMS * u_acc * magnitude_norm) ** 2
+            + (self.accumulation * growth("sqrt", terms) * u_acc * golden_norm) ** 2
+        )
+
+    def roundings_of(self, precision: str) -> float:
+        """The output roundings a correct kernel's error amounts to, for a result in `precision`."""
+        if precision == "float32" and self.roundings_float32 is not None:
+            return self.roundings_float32
+        return self.roundings
+
+    def allowed(self, count: int) -> float:
+        """The factor for an error norm over `count` elements: the norm of few roundings is itself
+        uncertain (one rounding's relative error ranges over 0 to 2.35 x its RMS; the RMS of n has a
+        relative standard deviation of about 0.45 / sqrt(n)), so SMALL_SAMPLE_SIGMAS of it are added."""
+        return self.factor * (1.0 + SMALL_SAMPLE_SIGMAS * 0.45 / math.sqrt(max(count, 1)))
+
+    def describe(self) -> str:
+        if self.against == "reference":
+            what = "the same-precision reference's error norm"
+        else:
+            fp32 = "" if self.roundings_float32 is None else f" ({self.roundings_float32:g} in float32)"
+            terms = [f"{self.roundings:g}{fp32} roundings of the output"]
+            if self.spread:
+                terms.append(f"{self.spread:g} u_acc ||m||")
+            if self.accumulation:
+                terms.append(f"{self.accumulation:g} sqrt(K) u_acc ||g||")
+            what = "a correct kernel's error norm (" + " + ".join(terms) + ", in quadrature)"
+        source = f" ({self.source})" if self.source else ""
+        return f"accuracy: error norm <= {self.factor:g} x {what}{source}"
+
+
+def bits_lost(ratio: float) -> float:
+    """How many bits of accuracy an error norm `ratio` x a correct kernel's amounts to."""
+    return math.log2(ratio) if ratio > 0 else -math.inf

@@ -10,6 +10,7 @@ import pytest
 from rocm_validate.core.requirements import block_skip_reason
 from rocm_validate.correctness.blocks import BLOCKS, check_block, check_dropout
 from rocm_validate.correctness.compare import assert_passed
+from rocm_validate.correctness.reductions import STAGNATION, check_sum_reduction
 
 
 def test_building_block_matches_its_float64_definition(rocm_device, torch_device, block_case):
@@ -22,3 +23,9 @@ def test_building_block_matches_its_float64_definition(rocm_device, torch_device
 
 def test_dropout_keeps_1_minus_p_scales_by_its_inverse_and_reuses_its_mask(rocm_device, torch_device, block_dtype):
     assert_passed(check_dropout(block_dtype, rocm_device, torch_device))
+
+
+def test_long_sums_accumulate_in_float32_on_adversarial_inputs(rocm_device, torch_device, block_dtype):
+    if block_dtype not in STAGNATION:
+        pytest.skip(f"{block_dtype} sums accumulate in their own type: judged by the accuracy test, not bitwise")
+    assert_passed(check_sum_reduction(block_dtype, rocm_device, torch_device))

@@ -1,5 +1,6 @@
 """Dense GEMMs through each BLAS library of the device (cuBLAS / cuBLASLt, rocBLAS / hipBLASLt)
-at BERT-L and Llama-3.1-8B layer shapes, against float64; exact cases catch dropped tiles."""
+at BERT-L and Llama-3.1-8B layer shapes, against float64; exact cases catch dropped tiles, and
+adversarial ones a reduction of K in the output's type."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from rocm_validate.correctness.gemm import (
     check_large_output,
     check_linear,
 )
+from rocm_validate.correctness.reductions import STAGNATION, check_gemm_reduction
 from rocm_validate.errors import BlasUnavailable
 from rocm_validate.platform.capabilities import BLAS_CHOICES
 from rocm_validate.workloads.shapes import GEMM_SHAPES, gemm_problem
@@ -50,3 +52,9 @@ def test_gemm_on_small_integers_is_exact(rocm_device, torch_device, gemm_dtype, 
 @pytest.mark.requires_memory(16)
 def test_bf16_gemm_with_an_output_beyond_2_gib_stores_every_row(rocm_device, torch_device, blas_library):
     assert_passed(check_large_output(rocm_device, torch_device))
+
+
+def test_gemm_reduces_k_in_float32_on_adversarial_inputs(rocm_device, torch_device, gemm_dtype, blas_library):
+    if gemm_dtype not in STAGNATION:
+        pytest.skip(f"{gemm_dtype} GEMMs accumulate in their own type: judged by the accuracy test, not bitwise")
+    assert_passed(check_gemm_reduction(gemm_dtype, rocm_device, torch_device))
