@@ -39,3 +39,15 @@ def test_an_fp16_accumulator_overflows_and_fails():
         label, _sequential_sum(terms, torch.float16), terms.double().sum(-1), tolerance_for("reduction.exact", "cpu")
     )
     assert not result.passed and result.nonfinite > 0
+
+
+def test_the_adversarial_gemms_run_with_reduced_precision_reductions_off_and_restore_them():
+    from rocm_validate.correctness.reductions import full_precision_reductions
+
+    matmul = torch.backends.cuda.matmul
+    before = (matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction)
+    with full_precision_reductions():
+        inside = (matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction)
+    after = (matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction)
+    assert inside == (False, False)
+    assert after == before

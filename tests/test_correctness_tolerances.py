@@ -54,3 +54,20 @@ def test_a_tolerance_without_a_bound_or_an_sqnr_is_refused():
 def test_a_negative_factor_is_refused():
     with pytest.raises(ValueError, match="k must be"):
         Tolerance(k=-1)
+
+
+def test_every_accuracy_test_on_rocm_allows_the_unmeasured_platforms_factor():
+    from rocm_validate.correctness.tolerances import ROCM_FACTOR, RULES
+
+    for check in sorted({rule.check for rule in RULES}):
+        accuracy = tolerance_for(check, "rocm", "gfx942", dtype="bfloat16").accuracy
+        if accuracy is not None:
+            assert accuracy.factor >= ROCM_FACTOR, check
+
+
+def test_the_gpu_math_kernel_on_packed_sequences_is_predicted_with_its_low_precision_intermediates():
+    gpu = tolerance_for("sdpa.math.out", "cuda", "sm_90", dtype="bfloat16").accuracy
+    cpu = tolerance_for("sdpa.math.out", "cpu", dtype="bfloat16").accuracy
+    assert gpu is not None and cpu is not None
+    assert gpu.roundings > cpu.roundings
+    assert gpu.factor == cpu.factor

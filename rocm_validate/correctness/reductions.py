@@ -13,12 +13,21 @@ the correct result is exact, so the check is bitwise:
   type cannot hold in some row.
 
 Every row and column is a permutation of the same terms, and the exact result is representable
-in the dtype, so a correct kernel returns it bitwise. float32 results have no such input small
+in the dtype, so a correct kernel returns it bitwise.
+
+The GEMMs run with PyTorch's reduced-precision reductions off
+(`torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction` and its bf16 twin, both on by
+default), as PyTorch's own test does: with them on, cuBLAS may reduce split-K partial sums in the
+output type, which is the documented contract, not a defect (the healthy H200, torch 2.11, cuBLASLt:
+2047 for 2048 in 144 of 1024 fp16 stagnation elements with the default; the accuracy test judges
+the default path). float32 results have no such input small
 enough to run (its stagnation needs 2^24 terms): float32 GEMMs are judged by the accuracy test.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -75,8 +84,23 @@ def gemm_cases(dtype: str, generator: torch.Generator, rows: int = 64) -> list[t
     return cases
 
 
+@contextlib.contextmanager
+def full_precision_reductions() -> Iterator[None]:
+    """PyTorch's permission for the GPU BLAS libraries to reduce fp16 / bf16 split-K partial sums in
+    the output type, withdrawn inside the block and restored after it."""
+    matmul = torch.backends.cuda.matmul
+    saved = (matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction)
+    matmul.allow_fp16_reduced_precision_reduction = False
+    matmul.allow_bf16_reduced_precision_reduction = False
+    try:
+        yield
+    finally:
+        matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction = saved
+
+
 def check_gemm_reduction(dtype: str, device: DeviceInfo, torch_device: Any) -> list[Comparison]:
-    """x @ W^T on the adversarial inputs of `dtype`: bitwise equal to float64."""
+    """x @ W^T on the adversarial inputs of `dtype`, reduced-precision reductions off: bitwise equal
+    to float64."""
     generator = torch.Generator().manual_seed(35)
     torch_dtype = getattr(torch, dtype)
     tolerance = tolerance_for("reduction.exact", device.backend, device.arch)
@@ -84,7 +108,9 @@ def check_gemm_reduction(dtype: str, device: DeviceInfo, torch_device: Any) -> l
     for label, x, w in gemm_cases(dtype, generator):
         golden = x.double() @ w.double().t()
         x, w = x.to(device=torch_device, dtype=torch_dtype), w.to(device=torch_device, dtype=torch_dtype)
-        results.append(compare(f"reduction.exact [GEMM, {dtype} {label}]", x @ w.t(), golden, tolerance))
+        with full_precision_reductions():
+            found = x @ w.t()
+        results.append(compare(f"reduction.exact [GEMM, {dtype} {label}]", found, golden, tolerance))
     return results
 
 

@@ -452,6 +452,12 @@ BLOCK_ROUNDINGS_CPU: dict[str, tuple[float, float, float, float]] = {
 # accumulator's precision (a gradient whose golden is exactly 0, as grad_q with one key, is still
 # the difference of rounded terms)
 SDPA_ROUNDINGS = {"out": 2.0, "grad_q": 25.0, "grad_k": 25.0, "grad_v": 2.3}
+# The math kernel on nested jagged tensors on a GPU (the packed check's njt-math path) rounds its
+# bf16 / fp16 intermediates to the input precision: the healthy H200 (torch 2.11) reached 2.05 (out)
+# and 1.91 (grad_v) of the prediction above, and 2.9 x the dense math reference's error norm. Its out
+# and grad_v are predicted with 2 x 2.05^2 x 1.3 roundings, so a loss of about 1.2 bits fails there,
+# not one; grad_q / grad_k (0.73) keep the table above.
+SDPA_ROUNDINGS_GPU_MATH = {**SDPA_ROUNDINGS, "out": 11.0, "grad_v": 11.0}
 # float32 on the x86 CPU (torch 2.13), per kernel and part: its fused kernel's error is up to 16
 # (out) and 20 (grad_v) output roundings (the worst healthy ratio x 1.1, squared)
 SDPA_ROUNDINGS_CPU_FLOAT32 = {
@@ -508,9 +514,8 @@ def _accuracy_of(rule: Rule) -> Accuracy | None:
     if parts[0] == "sdpa":
         roundings = SDPA_ROUNDINGS[parts[-1]]
         wide = SDPA_ROUNDINGS_CPU_FLOAT32[parts[1]][parts[-1]] if backend == "cpu" else roundings
-        return Accuracy(
-            "attention", factor=factor, roundings=roundings, roundings_float32=wide, spread=1.0, source=_ACC_H100
-        )
+        low = SDPA_ROUNDINGS_GPU_MATH[parts[-1]] if parts[1] == "math" and backend != "cpu" else roundings
+        return Accuracy("attention", factor=factor, roundings=low, roundings_float32=wide, spread=1.0, source=_ACC_H100)
     if parts[0] == "gemm" and parts[1] in GEMM_ACCURACY:
         found = GEMM_ACCURACY[parts[1]]
         if backend == "cpu":
@@ -860,6 +865,18 @@ RULES: tuple[Rule, ...] = with_accuracy(
 )
 
 
+def _on_rocm(tolerance: Tolerance, backend: str) -> Tolerance:
+    """ROCm's kernels were never measured here: every accuracy test there allows ROCM_FACTOR, also
+    where the row that matched is one for any backend ("*"), whose factor was set on CUDA and the CPU."""
+    accuracy = tolerance.accuracy
+    if backend != "rocm" or accuracy is None or accuracy.factor >= ROCM_FACTOR:
+        return tolerance
+    widened = dataclasses.replace(
+        accuracy, factor=ROCM_FACTOR, source=f"{accuracy.source}; ROCm not measured: x{ROCM_FACTOR:g}"
+    )
+    return dataclasses.replace(tolerance, accuracy=widened)
+
+
 def tolerance_for(
     check: str,
     backend: str,
@@ -881,6 +898,6 @@ def tolerance_for(
     for table in (rules, RULES):
         matching = [rule for rule in table if rule.matches(check, backend, arch, library, seq_k, dtype)]
         if matching:
-            return max(matching, key=lambda rule: rule.specificity).tolerance
+            return _on_rocm(max(matching, key=lambda rule: rule.specificity).tolerance, backend)
     known = sorted({rule.check for rule in (*rules, *RULES)})
     raise UnknownCheckError(f"no tolerance for check {check!r}; the table has: {', '.join(known)}")
