@@ -8,6 +8,7 @@ a user's mistake is one line naming what was needed and what was found.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import fake_devices
@@ -144,6 +145,21 @@ def test_an_expiry_date_in_another_format_is_a_usage_error_asking_for_yyyy_mm_dd
     result = node_folder.runpytest("suites/correctness", "-p", "no:cacheprovider", f"--rocm-known-defects={site}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*entry 1 ('site-njt'): expires='{expires}' is not a date; expected YYYY-MM-DD*"])
+
+
+@pytest.mark.parametrize("zone", ["Etc/GMT-14", "Etc/GMT+12"])  # UTC+14 and UTC-12: one of them is on another date
+@pytest.mark.parametrize(("days", "expired"), [(0, False), (-1, True)], ids=["expires-today", "expired-yesterday"])
+def test_an_entry_expires_on_its_date_in_utc_whatever_the_nodes_time_zone(
+    node_folder: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, zone: str, days: int, expired: bool
+) -> None:
+    expires = (datetime.now(timezone.utc).date() + timedelta(days=days)).isoformat()
+    site = _site_file(node_folder.path / "site.json", expires=expires)
+    monkeypatch.setenv("TZ", zone)
+    result = node_folder.runpytest_subprocess(
+        "suites/correctness", "-p", "no:cacheprovider", "-k", "fixed", f"--rocm-known-defects={site}"
+    )
+    assert result.ret == (pytest.ExitCode.TESTS_FAILED if expired else pytest.ExitCode.OK)
+    assert ("has expired" in _verdict_line(result)) is expired
 
 
 CRASH_AFTER_THE_CHECK = NJT_TESTS.replace(
