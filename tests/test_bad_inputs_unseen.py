@@ -189,15 +189,16 @@ def test_a_test_that_crashes_after_its_known_check_failed_is_a_crash_never_waive
 # --- options at the edge of their range ---------------------------------------------------------
 
 
+@pytest.mark.parametrize("option", ["--rocm-timeout", "--rocm-collective-timeout"])
 @pytest.mark.parametrize("value", ["1e308", "604801"])
 def test_a_timeout_longer_than_a_week_is_a_usage_error_never_an_internal_error(
-    pytester: pytest.Pytester, value: str
+    pytester: pytest.Pytester, option: str, value: str
 ) -> None:
     _cpu_project(pytester, "def test_quick():\n    pass\n")
-    result = pytester.runpytest("-p", "no:cacheprovider", f"--rocm-timeout={value}")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"{option}={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    result.stderr.fnmatch_lines([f"ERROR: --rocm-timeout='{value}': expected at most 604800 seconds*"])
+    result.stderr.fnmatch_lines([f"ERROR: {option}='{value}': expected at most 604800 seconds*"])
 
 
 # --- a fleet --------------------------------------------------------------------------------------

@@ -346,10 +346,15 @@ def parse_timeout(value: str, source: str = TIMEOUT.flag) -> float:
             f"{source}={value!r}: expected at least {MIN_TIMEOUT_S:g} second (a shorter limit ends the run inside "
             f"pytest itself, before any test can finish), e.g. {TIMEOUT.flag}=600"
         )
+    return within_a_week(seconds, value, source, f"{TIMEOUT.flag}=600")
+
+
+def within_a_week(seconds: float, value: str, source: str, example: str) -> float:
+    """`seconds`, when a time limit of at most MAX_TIMEOUT_S; else a UsageError."""
     if seconds > MAX_TIMEOUT_S:
         raise UsageError(
             f"{source}={value!r}: expected at most {MAX_TIMEOUT_S:g} seconds (a week; no test of a suite needs "
-            f"longer), e.g. {TIMEOUT.flag}=600"
+            f"longer), e.g. {example}"
         )
     return seconds
 
