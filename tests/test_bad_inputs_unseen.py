@@ -55,6 +55,18 @@ def test_os_exit_0_while_a_test_file_is_imported_is_a_collection_error_naming_it
     assert "pass" not in _verdict_line(result).split(":")[1]
 
 
+@pytest.mark.parametrize("code", ["0", "'bad config'"])
+def test_sys_exit_while_a_test_file_is_imported_is_a_collection_error_naming_it_never_an_internal_error(
+    pytester: pytest.Pytester, code: str
+) -> None:
+    _cpu_project(pytester, f"import sys\n\nsys.exit({code})\n\n\ndef test_never_run():\n    pass\n")
+    result, report, heading = _run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # pytest's status for a collection error
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert f"test_cases.py raised SystemExit({code})" in report["verdict"]
+    assert report["exit_status"] == 2 and "(exit status 2)" in heading
+
+
 def test_os_exit_0_from_a_conftest_hook_at_collection_never_exits_0_and_leaves_its_report(
     pytester: pytest.Pytester,
 ) -> None:

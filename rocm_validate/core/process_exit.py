@@ -80,9 +80,18 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, Any, Any]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
-    """A test file whose import calls os._exit is a collection error naming it, never a green exit."""
-    with _guarded(collector.config, collector.nodeid or ".", "it is a collection error instead"):
-        return (yield)
+    """A test file whose import calls os._exit, or raises SystemExit (sys.exit(), which pytest lets
+    through as an internal error), is a collection error naming it, never a green exit."""
+    where = collector.nodeid or "."
+    with _guarded(collector.config, where, "it is a collection error instead"):
+        try:
+            return (yield)
+        except SystemExit as exc:
+            message = (
+                f"{where} raised SystemExit({exc.code!r}) (sys.exit) while it was collected, which would end pytest "
+                "with an internal error; it is a collection error instead"
+            )
+            return pytest.CollectReport(where, "failed", message, [])
 
 
 @pytest.hookimpl(wrapper=True)
