@@ -93,6 +93,17 @@ def test_pytest_exit_with_returncode_0_in_a_test_still_ends_the_run_interrupted_
     assert "interrupted by pytest.exit: done early" in _verdict_line(result)
 
 
+def test_pytest_exit_with_returncode_0_at_the_start_of_the_session_never_exits_0(pytester: pytest.Pytester) -> None:
+    _cpu_project(pytester, "def test_never_run():\n    pass\n")
+    pytester.path.joinpath("conftest.py").write_text(
+        fake_devices.discovery_conftest()
+        + "\nimport pytest\n\n\ndef pytest_sessionstart(session):\n    pytest.exit('not today', returncode=0)\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stderr.fnmatch_lines(["*Exit: not today*"])
+
+
 # --- an unexpected pass -------------------------------------------------------------------------
 
 XPASS = """
