@@ -30,6 +30,10 @@ def node(failing: dict[tuple[int, str], str]) -> list[CheckRecord]:
         (FailureFacts(suite="correctness", exception_types=("AssertionError", "Exception")), "numerics"),
         (FailureFacts(suite="correctness", exception_types=("Failed",), numerics_failed=True), "numerics"),
         (
+            FailureFacts(suite="correctness", exception_types=("RuntimeError", "Exception"), numerics_failed=True),
+            "crash",
+        ),  # an unexpected error after a recorded check failed: the test never failed on the check
+        (
             FailureFacts(suite="perf", exception_types=("AssertionError",)),
             "numerics",
         ),  # a wrong output tile in a perf test

@@ -7,7 +7,7 @@ test case per node) and a drain list (one host per line). The verdict line says 
 regressed (roll back) or which nodes to drain.
 
 Exit status 0 when every node passed, on one stack; 1 when a node is to be drained or rerun, the
-image regressed, a report is missing or the stacks are mixed; 2 for a wrong request (no reports
+image regressed, a report is missing, two reports claim one host or the stacks are mixed; 2 for a wrong request (no reports
 found, an output that cannot be written), with one line and no traceback.
 """
 
@@ -83,7 +83,7 @@ class Outputs:
         """--out DIR's files, overridden one by one; every place checked writable before any report is read."""
         from rocm_validate.core.options import writable_folder_problem
 
-        chosen = {}
+        chosen: dict[str, Path] = {}
         for key, name in OUTPUTS.items():
             path = getattr(args, key) or (args.out / name if args.out else None)
             if path is None:
@@ -94,6 +94,12 @@ class Outputs:
             problem = writable_folder_problem(path.parent)
             if problem:
                 raise CommandError(f"cannot write {path}: {problem}; choose a writable --out folder")
+            same = next((k for k, other in chosen.items() if _resolved(other) == _resolved(path)), None)
+            if same is not None:
+                raise CommandError(
+                    f"--{key.replace('_', '-')} {path} is also --{same.replace('_', '-')}: one output would overwrite "
+                    "the other; give each output its own file"
+                )
             chosen[key] = path
         return cls(**chosen)
 

@@ -78,8 +78,9 @@ def parse_ranks(value: str, source: str = CPU_RANKS.flag) -> int:
 
 
 def parse_timeout(value: str, source: str = COLLECTIVE_TIMEOUT.flag) -> float:
-    """'30' -> 30.0 seconds, more than 0."""
-    return options.positive_number(value, source, "seconds", f"{COLLECTIVE_TIMEOUT.flag}=60")
+    """'30' -> 30.0 seconds, more than 0 and at most a week."""
+    example = f"{COLLECTIVE_TIMEOUT.flag}=60"
+    return options.within_a_week(options.positive_number(value, source, "seconds", example), value, source, example)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -15,5 +15,7 @@ worker), pinning (which visibility variable pins a process), scheduling (the pyt
 scheduler of a node run), work and sharing (per-GPU, shared and node-wide work; what each worker
 of a node run keeps), compile_cache (torch.compile's caches, shared by a run's workers and kept
 between runs), budget (the node-time model, budgets per level and node size, where the time
-went), tunableop_file (the TunableOp results file a run names, and its fixtures).
+went), tunableop_file (the TunableOp results file a run names, and its fixtures), known_defects
+(--rocm-known-defects: a failure of a tracked stack defect reported as known-defect), process_exit
+(os._exit in a test, a test file's import or a collection hook never ends the run green).
 """

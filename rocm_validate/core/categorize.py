@@ -117,25 +117,45 @@ def _user_fixture(item: pytest.Item, exc: BaseException | None) -> str | None:
     return raised if raised is not None and not ours else None
 
 
+UNEXPECTED_PASS_FIX = "remove the xfail mark of each test that now passes (the defect it marked is fixed)"
+
+
+def unexpected_pass(report: pytest.TestReport) -> bool:
+    """A test marked xfail that passed: pytest's xpass, or under xfail_strict its '[XPASS(strict)]' failure."""
+    if report.when != "call":
+        return False
+    return (report.passed and hasattr(report, "wasxfail")) or (
+        report.failed and report.longreprtext.startswith("[XPASS(strict)]")
+    )
+
+
+def _attach(item: pytest.Item, report: pytest.TestReport, entries: list[tuple[str, str]]) -> None:
+    for entry in entries:
+        item.user_properties.append(entry)
+        if entry not in report.user_properties:
+            report.user_properties.append(entry)
+
+
 def categorize(item: pytest.Item, report: pytest.TestReport, exc: BaseException | None, suite: str | None) -> None:
     """Attach a failed phase's category (and the fix its check named, if any) to its report and
-    to the item (whose teardown report JUnit reads), once per test."""
-    if not report.failed or category_property(item.user_properties) is not None:
+    to the item (whose teardown report JUnit reads), once per test; an unexpected pass (xpass)
+    is configuration: its xfail mark is out of date."""
+    if category_property(item.user_properties) is not None:
+        return
+    if unexpected_pass(report):
+        _attach(item, report, [(CATEGORY_PROPERTY, "configuration"), (FIX_PROPERTY, UNEXPECTED_PASS_FIX)])
+        return
+    if not report.failed:
         return
     fixture = _user_fixture(item, exc) if report.when == "setup" else None
     if fixture is not None:  # the user's harness broke before the test ran: nothing points at the stack
         entries = [(CATEGORY_PROPERTY, "configuration")]
         if fix_property(report.user_properties) is None:
             entries.append((FIX_PROPERTY, f"fix the fixture {fixture}, which raised before the test ran"))
-        for entry in entries:
-            item.user_properties.append(entry)
-            report.user_properties.append(entry)
+        _attach(item, report, entries)
         return
     entries = [(CATEGORY_PROPERTY, classify(facts_of(report, exc, suite)))]
     fix = getattr(exc, "fix", None)
     if fix and fix_property(report.user_properties) is None:
         entries.append((FIX_PROPERTY, str(fix)))
-    for entry in entries:
-        item.user_properties.append(entry)
-        if entry not in report.user_properties:
-            report.user_properties.append(entry)
+    _attach(item, report, entries)

@@ -337,6 +337,10 @@ class ResultCollector:
         end = self.run_end()
         if (end.peers or end.expired) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a GPU below its peers, an expired known-defect entry
+        if any(r.failed for r in self.state.results.values()) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = (
+                pytest.ExitCode.TESTS_FAILED
+            )  # an unexpected pass without xfail_strict: the report fails it
         if end.strict and end.recorded == 0 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --rocm-strict: recording nothing is no pass
         found = outputs_of(session.config)

@@ -123,11 +123,24 @@ class Interruption:
             for report in _not_finished(setup, self.how):
                 self.config.hook.pytest_runtest_logreport(report=report)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """A signal whose exception was swallowed after the last test still ends the run interrupted."""
-        if self.how is not None and not self.delivered and session.exitstatus == pytest.ExitCode.OK:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, Any, Any]:
+        """pytest.exit(returncode=0) from another plugin's session start ends the run before any
+        output is written (pytest calls no pytest_sessionfinish then): never with exit status 0."""
+        try:
+            return (yield)
+        except pytest.exit.Exception as exc:
+            if exc.returncode == pytest.ExitCode.OK:
+                exc.returncode = pytest.ExitCode.INTERRUPTED
+            raise
+
+    @pytest.hookimpl(wrapper=True)  # before the collector's tryfirst hook reads the exit status
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, Any, Any]:
+        """A signal whose exception was swallowed after the last test, or pytest.exit(returncode=0),
+        still ends the run interrupted: an interrupted run never exits 0."""
+        if self.how is not None and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+        return (yield)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.restore()

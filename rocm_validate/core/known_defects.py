@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -47,13 +47,18 @@ KNOWN_DEFECTS = options.OptionSpec(
 )
 
 
+def utc_today() -> date:
+    """Today's date in UTC: an entry's expiry does not move with a node's time zone."""
+    return datetime.now(timezone.utc).date()
+
+
 @dataclass(frozen=True)
 class KnownDefects:
     """This run's entries: the shipped table's, then the site file's."""
 
     defects: tuple[KnownDefect, ...]
     site: Path | None = None
-    today: date = field(default_factory=date.today)
+    today: date = field(default_factory=utc_today)  # every node of a fleet agrees on when an entry expired
 
     @property
     def live(self) -> tuple[KnownDefect, ...]:

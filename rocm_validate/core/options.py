@@ -335,15 +335,26 @@ def parse_level(value: str, source: str = LEVEL.flag) -> str:
 
 
 MIN_TIMEOUT_S = 1.0  # shorter, pytest-timeout's timer fires inside pytest's own hooks: INTERNALERROR, exit 3
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week; far longer overflows the watchdog's timers (1e308: INTERNALERROR, exit 3)
 
 
 def parse_timeout(value: str, source: str = TIMEOUT.flag) -> float:
-    """'600' -> 600.0; a timeout is a number of seconds, at least MIN_TIMEOUT_S."""
+    """'600' -> 600.0; a timeout is a number of seconds, from MIN_TIMEOUT_S to MAX_TIMEOUT_S."""
     seconds = positive_number(value, source, "seconds", f"{TIMEOUT.flag}=600")
     if seconds < MIN_TIMEOUT_S:
         raise UsageError(
             f"{source}={value!r}: expected at least {MIN_TIMEOUT_S:g} second (a shorter limit ends the run inside "
             f"pytest itself, before any test can finish), e.g. {TIMEOUT.flag}=600"
+        )
+    return within_a_week(seconds, value, source, f"{TIMEOUT.flag}=600")
+
+
+def within_a_week(seconds: float, value: str, source: str, example: str) -> float:
+    """`seconds`, when a time limit of at most MAX_TIMEOUT_S; else a UsageError."""
+    if seconds > MAX_TIMEOUT_S:
+        raise UsageError(
+            f"{source}={value!r}: expected at most {MAX_TIMEOUT_S:g} seconds (a week; no test of a suite needs "
+            f"longer), e.g. {example}"
         )
     return seconds
 

@@ -213,7 +213,7 @@ class Fleet:
     @property
     def passed(self) -> bool:
         actions = {d.action for d in self.decisions.values()}
-        return actions <= {"pass"} and not self.unnamed_missing and len(self.stacks) <= 1
+        return actions <= {"pass"} and not self.unnamed_missing and len(self.stacks) <= 1 and not self.duplicates
 
     @property
     def exit_status(self) -> int:

@@ -285,6 +285,15 @@ def _range(raw: Mapping[str, Any] | None) -> VersionRange:
     return VersionRange(raw.get("min"), raw.get("below"))
 
 
+def _unprintable(raw: Mapping[str, Any]) -> str | None:
+    """The first key of an entry whose text (or a text of its list) is not one printable line."""
+    for key, value in raw.items():
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and not t.isprintable() for t in texts):
+            return key
+    return None
+
+
 def parse_table(text: str, source: str, site: bool) -> tuple[KnownDefect, ...]:
     """The entries of one table. A site table (`site`) needs an owner and an expiry date
     (YYYY-MM-DD) on every entry. DefectTableError names the file, the entry and what is wrong."""
@@ -309,9 +318,17 @@ def parse_table(text: str, source: str, site: bool) -> tuple[KnownDefect, ...]:
             raise DefectTableError(
                 f"{source}: {name}: a site entry needs an 'owner' and an 'expires' date (YYYY-MM-DD)"
             )
+        unprintable = _unprintable(raw)
+        if unprintable:
+            raise DefectTableError(
+                f"{source}: {name}: {unprintable} holds a line break or control character; every text of an entry "
+                "is one printable line (it reaches the verdict line, the summary and JUnit)"
+            )
         expires = None
         if "expires" in raw:
             try:
+                if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw["expires"]):
+                    raise ValueError(raw["expires"])
                 expires = date.fromisoformat(raw["expires"])
             except ValueError:
                 raise DefectTableError(

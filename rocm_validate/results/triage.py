@@ -83,8 +83,8 @@ def classify(facts: FailureFacts) -> str:
         return "environment"
     if _HARDWARE_MESSAGE.search(facts.message):
         return "hardware"
-    if facts.numerics_failed or "AssertionError" in types:
-        return "numerics"
+    if "AssertionError" in types or (facts.numerics_failed and (types & _CHECK_TYPES or not types)):
+        return "numerics"  # a recorded check failed, and the test failed on it (not on an unexpected error after it)
     if types & _CHECK_TYPES or not types:
         return _SUITE_DEFAULT.get(facts.suite or "", "numerics")
     return "crash"
