@@ -266,35 +266,28 @@ NARROW_SUM = """
         return t[..., 0].float()
 """
 
-# A split-K bf16 GEMM whose partial sums (K in slices of 64, each in float32) are reduced in bf16.
-WRONG_SPLIT_K_BF16 = wrong_plugin(
-    "torch.nn.functional",
-    "linear",
-    NARROW_SUM
-    + """
-    def wrong(x, weight, bias=None):
-        if x.dtype != torch.bfloat16 or x.shape[-1] < 128:
-            return original(x, weight, bias)
-        parts = [original(a.float(), w.float()) for a, w in zip(x.split(64, -1), weight.split(64, -1))]
-        out = narrow_sum(torch.stack(parts, -1), torch.bfloat16)
-        return (out if bias is None else out + bias.float()).to(torch.bfloat16)
-""",
-)
 
-# An fp16 GEMM whose split-K partial sums are reduced in fp16 (GPUs; the CPU runs no fp16 GEMMs).
-WRONG_SPLIT_K_FP16 = wrong_plugin(
-    "torch.nn.functional",
-    "linear",
-    NARROW_SUM
-    + """
+def split_k_plugin(dtype: str) -> str:
+    """A split-K `dtype` GEMM (K in slices of 64, each in float32) whose partial sums are reduced in
+    `dtype`: a BLAS library's split-K with a workspace in the output type."""
+    return wrong_plugin(
+        "torch.nn.functional",
+        "linear",
+        NARROW_SUM
+        + f"""
     def wrong(x, weight, bias=None):
-        if x.dtype != torch.float16 or x.shape[-1] < 128:
+        if x.dtype != torch.{dtype} or x.shape[-1] < 128:
             return original(x, weight, bias)
         parts = [original(a.float(), w.float()) for a, w in zip(x.split(64, -1), weight.split(64, -1))]
-        out = narrow_sum(torch.stack(parts, -1), torch.float16)
-        return (out if bias is None else out + bias.float()).to(torch.float16)
+        out = narrow_sum(torch.stack(parts, -1), torch.{dtype})
+        return (out if bias is None else out + bias.float()).to(torch.{dtype})
 """,
-)
+    )
+
+
+WRONG_SPLIT_K_BF16 = split_k_plugin("bfloat16")
+# fp16 GEMMs run on GPUs only (the CPU runs no fp16 GEMMs)
+WRONG_SPLIT_K_FP16 = split_k_plugin("float16")
 
 # Softmax whose row sum is accumulated in bf16 (the exponentials in float32, their sum a bf16 tree).
 WRONG_SOFTMAX_BF16_SUM = wrong_plugin(
