@@ -44,7 +44,9 @@ def test_few_elements_widen_the_allowed_factor():
     assert accuracy.allowed(1) > 2 * accuracy.factor > accuracy.allowed(10**6) > accuracy.factor
 
 
-def test_split_k_partial_sums_reduced_in_bf16_fail_on_every_backend():
+def test_split_k_partial_sums_reduced_in_bf16_fail_on_every_measured_backend():
+    """3.2 x the error of a correct bf16 GEMM here; ROCm, never measured, allows 4 x (two bits):
+    `test_every_accuracy_test_on_rocm_allows_the_unmeasured_platforms_factor`."""
     g = torch.Generator().manual_seed(1)
     x, w = torch.randn(256, 4096, generator=g), torch.randn(512, 4096, generator=g)
     x, w = x.bfloat16(), w.bfloat16()
@@ -53,7 +55,7 @@ def test_split_k_partial_sums_reduced_in_bf16_fail_on_every_backend():
     candidate = partial[0].bfloat16()
     for part in partial[1:]:  # 16 partial sums, each added to a bf16 workspace
         candidate = candidate + part.bfloat16()
-    for backend in ("cpu", "cuda", "rocm"):
+    for backend in ("cpu", "cuda"):
         tolerance = tolerance_for("gemm.bfloat16", backend)
         result = compare("gemm.bfloat16", candidate, golden, tolerance, golden.bfloat16(), terms=4096)
         assert result.accuracy is not None and not result.accuracy.ok(), backend
@@ -102,3 +104,15 @@ def test_every_float64_comparison_of_a_reduction_family_has_an_accuracy_test():
     for check in ("block.layer_norm.grad", "block.softmax.out", "block.cross_entropy.grad", "adamw.param"):
         assert tolerance_for(check, "cpu").accuracy is not None, check
     assert tolerance_for("gemm.exact", "cpu").accuracy is None
+
+
+def test_on_rocm_a_bf16_gemm_that_loses_two_bits_fails_and_a_correct_one_passes():
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(256, 4096, generator=g).bfloat16(), torch.randn(512, 4096, generator=g).bfloat16()
+    golden = x.double() @ w.double().t()
+    correct = (x.float() @ w.float().t()).bfloat16()
+    tolerance = tolerance_for("gemm.bfloat16", "rocm")
+    assert compare("gemm.bfloat16", correct, golden, tolerance, golden.bfloat16(), terms=4096).passed
+    two_bits = (golden + 4.5 * (correct.double() - golden)).bfloat16()
+    result = compare("gemm.bfloat16", two_bits, golden, tolerance, golden.bfloat16(), terms=4096)
+    assert result.accuracy is not None and not result.accuracy.ok()

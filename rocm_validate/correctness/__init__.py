@@ -6,5 +6,6 @@ BERT-L and Llama), layers (compiled and autocast layers), graphs (graph replay),
 optim_reference (fused AdamW and LAMB against a float64 reference), repeatability (bit-for-bit
 repeats under sustained load, memory patterns), tunable (every solution TunableOp selects, and a
 user's results file), epilogues (fused GEMM epilogues with the GELU each claims), packed
-(attention over packed sequences, each sequence against its own golden). Every check takes the device's `DeviceInfo`
+(attention over packed sequences, each sequence against its own golden), reductions (adversarial
+inputs whose exact result exposes a reduction held in the output's type). Every check takes the device's `DeviceInfo`
 and its torch device: `check_x(..., device, torch_device)`."""
