@@ -9,7 +9,7 @@ the barrier before each pair. Then fits, over the world sizes,
 
     rest(n) = fixed + per_rank x n + per_pair x n(n-1)/2
 
-(least squares), the terms `rocm_validate.core.budget.CollectivesCost` projects to 8 GPUs with
+(least squares), the terms `rocm_validate.node.budget.CollectivesCost` projects to 8 GPUs with
 (docs/node.md, "Time"). On a machine with fewer cores than ranks the ranks share cores, which
 makes every term an upper bound.
 """

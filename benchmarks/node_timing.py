@@ -10,7 +10,7 @@
    went (the report's time section: per suite, kind of work and GPU, beside lanes, the node),
    outcomes per suite, failures, GPUs below their peers, the compile cache's state at the start and
    the BERT-L compile's; every test whose outcome differs between the runs (and, with --reference, from
-   an earlier run's report); and the time model (rocm_validate.core.budget) fed with the cold run's
+   an earlier run's report); and the time model (rocm_validate.node.budget) fed with the cold run's
    measured times: the modelled 2-GPU time beside the measured one, and the projection to 8 GPUs
    (the collectives from this run's 2-GPU time and the CPU's per-rank and per-pair terms,
    docs/measurements/collectives-scaling-cpu.json).
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.core.budget import (
+from rocm_validate.node.budget import (
     TimeRow,
     TimeUsed,
     collectives_on_gpus,
@@ -44,7 +44,7 @@ from rocm_validate.core.budget import (
     node_time,
     time_table,
 )
-from rocm_validate.core.work import BESIDE_SUITES
+from rocm_validate.node.work import BESIDE_SUITES
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_SCALING = REPO / "docs" / "measurements" / "collectives-scaling-cpu.json"

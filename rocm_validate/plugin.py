@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rocm_validate.core import hookspec, interruption, levels, node, options, outputs, requirements
+from rocm_validate.core import hookspec, interruption, levels, options, outputs, requirements
 from rocm_validate.core.categorize import CategorizedFailure, categorize
 from rocm_validate.core.collector import COLLECTOR_NAME, ResultCollector
 from rocm_validate.core.session import (
@@ -32,6 +32,7 @@ from rocm_validate.core.suites import (
     touches_suites,
 )
 from rocm_validate.errors import MarkerUsageError, UsageError
+from rocm_validate.node import workers as node
 from rocm_validate.results.metrics import Metric, Verdict, replace_properties
 
 NODE_PLUGIN_NAME = "rocm_validate_node"
@@ -44,7 +45,7 @@ pytest_plugins = (
     "rocm_validate.core.process_exit",  # os._exit in a test fails it, never a green exit without a verdict
     "rocm_validate.core.watchdog",  # ends a plain run whose test is stuck in native code past its timeout
     "rocm_validate.core.tunableop_file",  # --rocm-tunableop-file and the TunableOp fixtures
-    "rocm_validate.core.sharing",  # per-GPU, shared and node-wide work; what each worker of a node run keeps
+    "rocm_validate.node.sharing",  # per-GPU, shared and node-wide work; what each worker of a node run keeps
     "rocm_validate.core.compile_cache",  # torch.compile's caches: one folder per run's workers, kept between runs
     "rocm_validate.perf.plugin",
     "rocm_validate.convergence.plugin",

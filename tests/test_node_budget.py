@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.core.budget import (
+from rocm_validate.core.options import SUITES
+from rocm_validate.node.budget import (
     NODE_BUDGETS,
     CollectivesCost,
     SuiteWork,
@@ -17,7 +18,6 @@ from rocm_validate.core.budget import (
     time_table,
     time_used,
 )
-from rocm_validate.core.options import SUITES
 
 WORK = {
     "correctness": SuiteWork(per_gpu_s=100, shared_s=60, largest_shared_s=26),

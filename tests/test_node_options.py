@@ -8,10 +8,10 @@ from pathlib import Path
 import fake_devices
 import pytest
 
-from rocm_validate.core import node_facts
 from rocm_validate.core.commands import Commands
 from rocm_validate.core.options import Settings
 from rocm_validate.errors import DeviceError, UsageError
+from rocm_validate.node import facts as node_facts
 from rocm_validate.platform.selection import DeviceSelection, select_devices
 
 ALL = DeviceSelection("all")

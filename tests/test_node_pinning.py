@@ -8,10 +8,10 @@ import dataclasses
 import fake_devices
 import pytest
 
-from rocm_validate.core.node import worker_count_problem
-from rocm_validate.core.node_facts import NodeFacts, pinned_device
-from rocm_validate.core.pinning import index_space, pin
 from rocm_validate.errors import DeviceError
+from rocm_validate.node.facts import NodeFacts, pinned_device
+from rocm_validate.node.pinning import index_space, pin
+from rocm_validate.node.workers import worker_count_problem
 
 # (backend, environment, GPUs asked for, expected variable=value in the pinned process)
 COMBINATIONS = [

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rocm_validate.core.scheduling import NodeScheduling, process_ended
-from rocm_validate.core.work import (
+from rocm_validate.node.scheduling import NodeScheduling, process_ended
+from rocm_validate.node.work import (
     BESIDE,
     MAIN,
     NODE_WIDE,

@@ -31,9 +31,9 @@ from rocm_validate.collectives.plan import (
 )
 from rocm_validate.core import options
 from rocm_validate.core.categorize import fail_as
-from rocm_validate.core.node_facts import NodeFacts, gpu_ref, outer_visibility
 from rocm_validate.core.oom import free_device_memory
 from rocm_validate.core.session import RunState, run_state
+from rocm_validate.node.facts import NodeFacts, gpu_ref, outer_visibility
 from rocm_validate.results.plots import BYTES_KEY, COLLECTIVE_KEY
 from rocm_validate.results.sizes import size_label
 

@@ -10,12 +10,8 @@ and metrics into the table and the JSON report), outputs (the report, summary, J
 benchmark files: claimed at the start, written whole at the end, a stopped run said in the
 summary), interruption (Ctrl-C and SIGTERM end a run interrupted, never with a test counted
 passed), categorize (each failure's triage category), hookspec (the hooks other plugins
-implement), node and node_facts (whole-node runs: the wiring, and the facts handed to each
-worker), pinning (which visibility variable pins a process), scheduling (the pytest-xdist
-scheduler of a node run), work and sharing (per-GPU, shared and node-wide work; what each worker
-of a node run keeps), compile_cache (torch.compile's caches, shared by a run's workers and kept
-between runs), budget (the node-time model, budgets per level and node size, where the time
-went), tunableop_file (the TunableOp results file a run names, and its fixtures), known_defects
+implement), compile_cache (torch.compile's caches, shared by a run's workers and kept
+between runs), tunableop_file (the TunableOp results file a run names, and its fixtures), known_defects
 (--rocm-known-defects: a failure of a tracked stack defect reported as known-defect), process_exit
 (os._exit in a test, a test file's import or a collection hook never ends the run green).
 """

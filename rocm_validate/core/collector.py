@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from _pytest.junitxml import xml_key
 
-from rocm_validate.core import node
-from rocm_validate.core.budget import TimeUsed, WorkSpan, lane_spans, time_table, time_used
 from rocm_validate.core.categorize import category_property, facts_of, fix_property
 from rocm_validate.core.interruption import interruption_of
 from rocm_validate.core.levels import BUDGETS, describe_node_time_used, describe_time_used
 from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.core.suites import suite_of_nodeid
-from rocm_validate.core.work import BESIDE_SUITES, TIMING_SUITES, WORK_PROPERTY
+from rocm_validate.node import workers as node
+from rocm_validate.node.budget import TimeUsed, WorkSpan, lane_spans, time_table, time_used
+from rocm_validate.node.work import BESIDE_SUITES, TIMING_SUITES, WORK_PROPERTY
 from rocm_validate.results.known_defects import KNOWN_DEFECT_PROPERTY, Matched, known_defect_of
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
@@ -285,7 +285,7 @@ class ResultCollector:
 
     def budget_s(self) -> float:
         """The level's budget for this run: per node size and suites in a whole-node run."""
-        from rocm_validate.core.budget import NODE_BUDGETS
+        from rocm_validate.node.budget import NODE_BUDGETS
 
         settings = self.state.settings
         gpus = self._node_gpus()
@@ -344,7 +344,7 @@ class ResultCollector:
         if end.strict and end.recorded == 0 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --rocm-strict: recording nothing is no pass
         found = outputs_of(session.config)
-        if found.stopped:  # a usage error a pytest-xdist worker found while collecting (core.node.stop_run)
+        if found.stopped:  # a usage error a pytest-xdist worker found while collecting (node.workers.stop_run)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         self.exit_status = int(session.exitstatus)
         found.finished = True

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from rocm_validate.core import node, options
+from rocm_validate.core import options
 from rocm_validate.core.session import run_state
 from rocm_validate.errors import UsageError
+from rocm_validate.node import workers as node
 from rocm_validate.results.known_defects import (
     KNOWN_DEFECT_PROPERTY,
     SHIPPED,

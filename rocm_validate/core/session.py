@@ -13,7 +13,7 @@ from rocm_validate.core.options import Settings
 from rocm_validate.errors import UsageError
 
 if TYPE_CHECKING:
-    from rocm_validate.core.node_facts import NodeFacts
+    from rocm_validate.node.facts import NodeFacts
     from rocm_validate.platform.devices import DeviceInfo
     from rocm_validate.results.metrics import Metric
     from rocm_validate.results.report import TestResult
@@ -38,7 +38,7 @@ class RunState:
         if self._devices is None:
             found = self.config.hook.pytest_rocm_discover_devices(config=self.config)
             if found is None and self.settings.node_run and not is_xdist_worker(self.config):
-                from rocm_validate.core.node_facts import discover_in_child
+                from rocm_validate.node.facts import discover_in_child
 
                 found = discover_in_child()
             elif found is None:
@@ -62,7 +62,7 @@ class RunState:
         if not self.settings.node_run:
             return select_device(self.devices(), self.settings.device, os.environ)
         if self.node is not None and self.node.gpu is not None:
-            from rocm_validate.core.node_facts import pinned_device
+            from rocm_validate.node.facts import pinned_device
 
             return pinned_device(self.devices(), self.node)
         return self.node_devices()[0]

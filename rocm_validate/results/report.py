@@ -221,7 +221,7 @@ class TestResult:
     fix: str | None = None  # what to fix, where the failed check said (a configuration failure's action)
     findings: list[dict[str, Any]] = field(default_factory=list)  # preflight facts about the host
     gpu: GpuRef | None = None  # the GPU it ran on, in a whole-node run
-    work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.core.work)
+    work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.node.work)
     started: float | None = None  # epoch seconds its first phase began (for where the run's time went)
     stopped: float | None = None  # epoch seconds its last phase ended
     known_defect: Matched | None = None  # the known-defect entry it matched (core.known_defects)
@@ -392,7 +392,7 @@ def build_report(
 ) -> dict[str, Any]:
     """The JSON report; `node` (whole-node runs: the GPUs and their counts) and `peers` (each GPU's
     metrics against its peers' median) are added by whole-node runs; `time` says where the run's
-    time went against its level's budget (rocm_validate.core.budget)."""
+    time went against its level's budget (rocm_validate.node.budget)."""
     summary = outcome_counts(results)
     return {
         "schema": "rocm-validate/report/1",

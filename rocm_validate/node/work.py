@@ -14,7 +14,7 @@ question per node; running it in full on every GPU repeats the same answer N tim
   work (the `rocm_share` fixture says which: the convergence suite's seeds).
 * **node-wide**: the collectives suite (every GPU at once) and tests that pool what every GPU
   produced (the convergence suite's verdicts): once, on the first GPU's worker, after every
-  GPU's own tests (`core/scheduling.py`).
+  GPU's own tests (`node/scheduling.py`).
 
 Every worker of a node run computes the same assignment from the same collection, so each keeps
 exactly its own work (`kept_by`); a replacement for a crashed worker keeps the same.

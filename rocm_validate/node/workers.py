@@ -16,11 +16,11 @@ How the pieces fit:
 * The controller also hands each worker, through `workerinput`, the devices as it found them and
   the visibility variables in force before pinning (`NodeFacts`), so a worker knows its GPU's
   index on the node and the collectives suite can pin its ranks to the whole selection.
-* Each worker keeps its own work (`core/work.py`): every per-GPU test, the shared (stack-level)
+* Each worker keeps its own work (`node/work.py`): every per-GPU test, the shared (stack-level)
   tests placed on its GPU, or in the beside lane (a second worker per GPU when the convergence
   suite runs) the convergence suite's training. The node-wide tests (the collectives, the pooled
   convergence verdicts) run once, on the first GPU's worker, after every worker has finished
-  its own GPU's tests (`core/scheduling.py`), so no GEMM timing shares the node with an all_reduce.
+  its own GPU's tests (`node/scheduling.py`), so no GEMM timing shares the node with an all_reduce.
 * `-n` is set to the number of selected devices; a `-n` the user gave must match it. Beside
   lanes are workers beyond it.
 * A usage error found while a worker collects (a marker's bad value, a named test the run's own
@@ -36,13 +36,13 @@ from typing import Any
 import pytest
 
 from rocm_validate.core.levels import LEVELS
-from rocm_validate.core.node_facts import NODE_GPU_VARIABLE, NodeFacts, outer_visibility
 from rocm_validate.core.options import DEVICE, Settings
 from rocm_validate.core.outputs import outputs_of
 from rocm_validate.core.session import RunState, is_xdist_worker, run_state
 from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
-from rocm_validate.core.work import BESIDE_SUITES, LANE_VARIABLE, MAIN
 from rocm_validate.errors import UsageError
+from rocm_validate.node.facts import NODE_GPU_VARIABLE, NodeFacts, outer_visibility
+from rocm_validate.node.work import BESIDE_SUITES, LANE_VARIABLE, MAIN
 from rocm_validate.platform.device_info import DeviceInfo
 from rocm_validate.results.metrics import GpuRef
 
@@ -166,8 +166,8 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
             f"; {', '.join(sorted(set(NODE_WIDE_SUITES) & state.settings.suites))} once, after them, on GPU {devices[0].index}'s worker"
         )
     if workers:
-        from rocm_validate.core.budget import NODE_BUDGETS
         from rocm_validate.core.levels import describe_node_budget
+        from rocm_validate.node.budget import NODE_BUDGETS
 
         level = state.settings.level
         budget = NODE_BUDGETS[level].seconds(len(devices), state.settings.suites)
@@ -238,8 +238,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     state = run_state(config)
     if state.node is None or REQUESTED_WORKERS_KEY not in config.stash:
         return None
-    from rocm_validate.core.scheduling import NodeScheduling
-    from rocm_validate.core.work import TIMING_SUITES
+    from rocm_validate.node.scheduling import NodeScheduling
+    from rocm_validate.node.work import TIMING_SUITES
 
     def node_wide(nodeid: str) -> bool:
         return bool(config.hook.pytest_rocm_node_wide(config=config, nodeid=nodeid))

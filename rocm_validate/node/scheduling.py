@@ -1,7 +1,7 @@
 """The pytest-xdist scheduler of a whole-node run (imported only when pytest-xdist runs one).
 
 Like xdist's `--dist each`, every worker runs the tests it collected; each worker collected only
-its own work (`core/work.py`: per-GPU tests on every GPU's main worker, a shared test on one GPU,
+its own work (`node/work.py`: per-GPU tests on every GPU's main worker, a shared test on one GPU,
 the convergence suite's training in the GPU's beside worker). On top of that:
 
 * **Node-wide tests** (the collectives suite, the convergence verdicts that pool every GPU's runs)
@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from xdist.scheduler.each import EachScheduling
 
-from rocm_validate.core.work import BESIDE, MAIN
+from rocm_validate.node.work import BESIDE, MAIN
 
 EXIT_WAIT_S = 30.0  # how long a finished beside worker's process may take to exit before timing starts
 

@@ -1,4 +1,4 @@
-"""pytest side of shared work (`core/work.py`): the `rocm_shared` marker, each test's kind of
+"""pytest side of shared work (`node/work.py`): the `rocm_shared` marker, each test's kind of
 work (per GPU, shared, node-wide) recorded with its outcome, what each worker of a whole-node run
 keeps, and the `rocm_share` fixture that tells a split test its part.
 
@@ -13,7 +13,8 @@ import pytest
 
 from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
 from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
-from rocm_validate.core.work import (
+from rocm_validate.errors import UsageError
+from rocm_validate.node.work import (
     LANE_VARIABLE,
     MAIN,
     NODE_WIDE,
@@ -29,7 +30,6 @@ from rocm_validate.core.work import (
     kept_by,
     shared_spec,
 )
-from rocm_validate.errors import UsageError
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,7 +1,7 @@
 """The facts of a whole-node run, free of pytest state: the selected devices and the visibility
 variables in force before pinning (`NodeFacts`, handed from the controller to every worker), the
 GPU a pinned worker must see, and device discovery in a child process so the controller starts
-no GPU runtime. `core/node.py` wires them into pytest and pytest-xdist.
+no GPU runtime. `node/workers.py` wires them into pytest and pytest-xdist.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocm_validate.core.options import DEVICE
-from rocm_validate.core.pinning import Pinning, pin
-from rocm_validate.core.work import BESIDE, LANE_VARIABLE, MAIN
 from rocm_validate.errors import DeviceError
+from rocm_validate.node.pinning import Pinning, pin
+from rocm_validate.node.work import BESIDE, LANE_VARIABLE, MAIN
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
 from rocm_validate.results.metrics import GpuRef
 

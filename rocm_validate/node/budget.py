@@ -131,7 +131,7 @@ class LevelBudget:
     suites: Mapping[str, SuiteWork]
     collectives: CollectivesCost
     one_device_s: float = 0.0  # the level's stated budget on one GPU
-    lanes: bool = True  # beside lanes at this level (not at extended: core/node.py beside_lanes)
+    lanes: bool = True  # beside lanes at this level (not at extended: node/workers.py beside_lanes)
 
     def for_node(self, gpus: int, suites: Iterable[str]) -> NodeTime:
         chosen = {name: work for name, work in self.suites.items() if name in set(suites)}
