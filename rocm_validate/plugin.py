@@ -32,10 +32,10 @@ from rocm_validate.core.suites import (
     touches_suites,
 )
 from rocm_validate.errors import MarkerUsageError, UsageError
-from rocm_validate.node import workers as node
+from rocm_validate.node import plan, workers
 from rocm_validate.results.metrics import Metric, Verdict, replace_properties
 
-NODE_PLUGIN_NAME = "rocm_validate_node"
+WORKERS_PLUGIN_NAME = "rocm_validate_node"
 
 # Each concern registers its own hooks and fixtures; the suites' plugins import torch only inside them.
 pytest_plugins = (
@@ -83,13 +83,13 @@ def pytest_configure(config: pytest.Config) -> None:
     options.refuse_empty_values(config)
     claimed = outputs.claim_run_outputs(config)
     interruption.watch(config)  # Ctrl-C and SIGTERM end the run interrupted, never with a test counted passed
-    state = RunState(config=config, settings=options.resolve_settings(config, claimed.report, claimed.summary))
-    state.node = node.worker_facts(config)
+    settings = options.resolve_settings(config, claimed.report, claimed.summary)
+    state = RunState(config=config, settings=settings, resolve=plan.resolve)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(ResultCollector(state), COLLECTOR_NAME)
-    config.pluginmanager.register(node, NODE_PLUGIN_NAME)  # pytest-xdist's hooks for whole-node runs
+    config.pluginmanager.register(workers, WORKERS_PLUGIN_NAME)  # pytest-xdist's hooks for whole-node runs
     if _touches_suites(config):
-        node.configure_controller(config, state.settings)
+        workers.configure_controller(config, state.settings)
 
 
 def _touches_suites(config: pytest.Config) -> bool:
@@ -105,7 +105,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if _touches_suites(session.config):
         state = run_state(session.config)
         if state.settings.node_run and not is_xdist_worker(session.config):
-            node.start_controller(session.config, state)
+            workers.start_controller(session.config, state)
         device = state.device()
         _junit_suite_properties(session.config, device.device_key, device.torch_version)
 
@@ -125,8 +125,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
     state = run_state(config)
     touched = _touches_suites(config)
-    lines = header_lines(state.settings, state.device() if touched else None, _selection(config))
-    return lines + (node.header_lines(state, node.REQUESTED_WORKERS_KEY in config.stash) if touched else [])
+    lines = header_lines(state.settings, state.plan if touched else None, _selection(config))
+    return lines + (workers.header_lines(state) if touched else [])
 
 
 def _selection(config: pytest.Config) -> tuple[str, ...]:
@@ -157,7 +157,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             suite = suite_of(item.path, config.rootpath, suite_marker.args if suite_marker else None)
             level = levels.level_of(level_marker.args if level_marker else None)
         except ValueError as exc:
-            node.stop_run(config, f"{item.nodeid}: {exc}")
+            outputs.stop_run(config, f"{item.nodeid}: {exc}")
             items[:] = []  # a pytest-xdist worker runs nothing; its controller ends the run with the error
             return
         item.stash[SUITE_KEY] = suite
@@ -176,7 +176,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected and config.args_source == pytest.Config.ArgsSource.ARGS:
         problem = named_but_deselected(list(config.args), config.invocation_params.dir, selected, deselected, why)
         if problem:
-            node.stop_run(config, problem)
+            outputs.stop_run(config, problem)
             items[:] = []
             return
     if deselected:
@@ -286,7 +286,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in (COLLECTOR_NAME, NODE_PLUGIN_NAME):
+    for name in (COLLECTOR_NAME, WORKERS_PLUGIN_NAME):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)

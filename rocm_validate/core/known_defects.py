@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from rocm_validate.core import options
+from rocm_validate.core.outputs import stop_run
 from rocm_validate.core.session import run_state
 from rocm_validate.errors import UsageError
-from rocm_validate.node import workers as node
 from rocm_validate.results.known_defects import (
     KNOWN_DEFECT_PROPERTY,
     SHIPPED,
@@ -133,7 +133,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     site = [d for d in table.defects if d.source != SHIPPED]
     problems = unmatched_tests(site, [item.nodeid for item in items])
     if problems:
-        node.stop_run(config, f"{KNOWN_DEFECTS.flag}: {problems[0]}")
+        stop_run(config, f"{KNOWN_DEFECTS.flag}: {problems[0]}")
         items[:] = []
 
 
