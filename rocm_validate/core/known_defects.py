@@ -126,7 +126,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[KNOWN_DEFECTS_KEY] = load(config)
 
 
-@pytest.hookimpl(tryfirst=True)  # before the run's selection drops tests of other suites and levels
+# First: before pytest's own -k / -m (its mark plugin) and the run's selection drop tests, so an entry
+# is judged against every test its file holds.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A site entry naming tests of a collected file, none of which exists there, matches nothing."""
     table = known_defects(config)

@@ -88,8 +88,3 @@ class RunPlan:
     device: DeviceInfo  # this process's device: a pinned worker's own GPU, else the first selected
     budget: RunBudget
     node: NodePlan | None = None  # a whole-node run (--rocm-device=all or a list)
-
-    @property
-    def pinned_gpu(self) -> int | None:
-        """This worker's GPU index on the node (None outside a pinned worker)."""
-        return None if self.node is None else self.node.gpu

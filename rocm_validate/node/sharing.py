@@ -59,7 +59,7 @@ def _spec(item: pytest.Item) -> SharedSpec:
         raise UsageError(f"{item.nodeid}: {exc}") from None
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(trylast=True)  # after pytest's own -k / -m (its mark plugin) and the run's selection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Record each test's kind of work; in a worker of a whole-node run, keep only this worker's
     work (after every other selection, so every worker places the same shared tests)."""
