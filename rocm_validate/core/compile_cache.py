@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from rocm_validate.core.options import OptionSpec, add_spec, raw_value, writable_folder_problem
-from rocm_validate.core.session import STATE_KEY, is_xdist_worker
+from rocm_validate.core.session import STATE_KEY, find_part, is_xdist_worker, run_state
 from rocm_validate.errors import UsageError
 
 OFF = "off"
@@ -157,9 +157,6 @@ class CompileWatch:
 
 # --- wiring --------------------------------------------------------------------------------------
 
-CACHE_KEY = pytest.StashKey[CompileCache]()
-CONTENTS_KEY = pytest.StashKey[CacheContents]()
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_spec(parser, COMPILE_CACHE)
@@ -181,12 +178,12 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"{source}={value or cache.folder}: cannot keep compile caches there: {problem}; choose a writable "
                 f"folder with {COMPILE_CACHE.flag}=DIR, or {COMPILE_CACHE.flag}=off"
             )
-        config.stash[CONTENTS_KEY] = contents(cache.folder)
+        run_state(config).put(contents(cache.folder))
     else:
         scratch = Path(tempfile.mkdtemp(prefix="rocm-validate-inductor-"))
     os.environ.update(cache.environment(scratch))
     _configure_inductor_if_imported(cache.folder is not None)
-    config.stash[CACHE_KEY] = cache
+    run_state(config).put(cache)
 
 
 def _runs_suites(config: pytest.Config) -> bool:
@@ -211,21 +208,21 @@ def _configure_inductor_if_imported(on: bool) -> None:
 
 def header_line(config: pytest.Config) -> str | None:
     """'rocm-validate compile cache: DIR (warm: 412 files, 38 MiB); clear it with: rm -rf DIR'."""
-    cache = config.stash.get(CACHE_KEY, None)
+    cache = find_part(config, CompileCache)
     if cache is None:
         return None
     if cache.folder is None:
         return f"rocm-validate compile cache: off ({cache.source}): every torch.compile compiles cold"
-    found = config.stash.get(CONTENTS_KEY, CacheContents(0, 0))
+    found = find_part(config, CacheContents) or CacheContents(0, 0)
     return f"rocm-validate compile cache: {cache.folder} ({found.describe()}); clear it with: {cache.clear_command()}"
 
 
 def report_section(config: pytest.Config) -> dict[str, object] | None:
     """The cache as the JSON report records it: folder, and how full it was at the start."""
-    cache = config.stash.get(CACHE_KEY, None)
+    cache = find_part(config, CompileCache)
     if cache is None:
         return None
-    found = config.stash.get(CONTENTS_KEY, None)
+    found = find_part(config, CacheContents)
     return {
         "folder": None if cache.folder is None else str(cache.folder),
         "source": cache.source,
