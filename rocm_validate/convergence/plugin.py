@@ -167,6 +167,8 @@ def pytest_rocm_node_wide(config: pytest.Config, nodeid: str) -> bool | None:
     return None
 
 
+# First: a firstresult hook, and the perf suite's answer (its gate's rule) covers any metric name,
+# so this suite's own metric is answered before perf's can be.
 @pytest.hookimpl(tryfirst=True)
 def pytest_rocm_noise_band(
     config: pytest.Config, name: str, backend: str, dispersions: tuple[float | None, ...]

@@ -20,6 +20,7 @@ def pytest_rocm_discover_devices(config: pytest.Config) -> list[DeviceInfo] | No
     """
 
 
+@pytest.hookspec
 def pytest_rocm_claim_outputs(config: pytest.Config) -> None:
     """Claim a plugin's own output files (`rocm_validate.core.outputs.claim`), with the run's
     report and summary, before any option can stop the run; keep what you claimed in your part of
