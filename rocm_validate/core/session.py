@@ -3,7 +3,12 @@ package's only run-level stash key): settings, the plan, results, and one part p
 
 The top-level plugin makes it first (its tryfirst `pytest_configure`); each concern's own
 `pytest_configure` then fills its part: a record of the concern's own type, stored with `put` and
-read with `part`, keyed by that type, so core holds every suite's part without importing a suite."""
+read with `part`, keyed by that type, so core holds every suite's part without importing a suite
+(the layers, tests/test_layout.py, forbid that, and an import cycle with a concern's own module).
+The parts: `Outputs` (core.outputs), `KnownDefects` (core.known_defects), `Backstop`
+(core.watchdog), `CompileCache` and `CacheContents` (core.compile_cache), `PerfRun` (perf.plugin),
+`HostRoot` (preflight.plugin), `ConvergenceSettings`, `CollectiveSettings` (their suites' plugins).
+A test's own state stays in `item.stash` (`PENDING_METRICS_KEY`, `SUITE_KEY` below)."""
 
 from __future__ import annotations
 
