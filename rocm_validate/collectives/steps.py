@@ -244,7 +244,7 @@ def parity(precision: str, results: Sequence[Mapping[str, object]], labels: Sequ
     for rank, part in enumerate(parts):
         peer = (rank - 1) % world  # rank r-1 computed rank r's micro-batch
         checked = parts[peer]["peer_prints"]
-        distance = _relative(part["own_prints"], checked)  # type: ignore[arg-type]
+        distance = _relative(part["own_prints"], checked)
         if distance > CONTRIBUTION_TOLERANCE:
             wrong.append(
                 f"{labels[rank]} contributed a wrong gradient: {distance:.3g} (relative) from {labels[peer]}'s "

@@ -219,12 +219,12 @@ class _GatherWaits:
         cycles = int(self.slow.amount * 1e-3 * _clock_hz(self.device)) if self.slow is not None else 0
 
         class Timed(DefaultAllGather):
-            def __call__(self, output: Any, input: Any, group: Any, async_op: bool = False) -> Any:
+            def __call__(self, *args: Any, **kwargs: Any) -> Any:
                 if cycles:
                     torch.cuda._sleep(cycles)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                work = super().__call__(output, input, group, async_op)
+                work = super().__call__(*args, **kwargs)
                 end.record()
                 waits.events.append((start, end))
                 return work
