@@ -200,16 +200,17 @@ class StepsRun:
     problems: tuple[str, ...]
 
     def require(self, job: str) -> list[dict[str, Any]]:
-        """Every rank's result, or a failure naming the rank that died, hung or stopped."""
+        """Every rank's result, or a failure naming the rank that died, hung or stopped before
+        finishing `job` (a later job's failure leaves it standing)."""
         __tracebackhide__ = True
-        problems = list(self.problems) + [
-            f"{self.world.labels[r]}: stopped at {res['at']}: {res['error']}"
-            for r, res in enumerate(self.results)
-            if res and res.get("error")
-        ]
         complete = [r for r in self.results if r is not None and job in r]
-        if problems or len(complete) != self.world.size:
-            reasons = problems or [f"{self.world.size - len(complete)} ranks gave no {job} result"]
+        if len(complete) != self.world.size:
+            reasons = list(self.problems) + [
+                f"{self.world.labels[r]}: stopped at {res['at']}: {res['error']}"
+                for r, res in enumerate(self.results)
+                if res and res.get("error")
+            ]
+            reasons = reasons or [f"{self.world.size - len(complete)} ranks gave no {job} result"]
             category, fix = group_failure(reasons)
             fail_as(category, f"the {job} step did not complete on every rank: " + "; ".join(reasons), fix)
         return complete
