@@ -24,7 +24,7 @@ for phase in "$@"; do
   start=$(date +%s)
   ROCM_VALIDATE_TRAINING_PLANTS=$plants python3 -m pytest suites/collectives/test_training.py \
     --rocm-device=all --rocm-suite=collectives --rocm-report="$out/$n-$phase.json" --basetemp="/tmp/bt-$n" \
-    -p no:cacheprovider -rs -q $extra >"/tmp/$n-$phase.log" 2>&1
+    -p no:cacheprovider -rA -q $extra >"/tmp/$n-$phase.log" 2>&1
   rc=$?
   { echo "=== $n $phase rc=$rc $(( $(date +%s) - start )) s"; cat "/tmp/$n-$phase.log"; } >>"$out/runs.log"
   echo "=== $n $phase rc=$rc $(( $(date +%s) - start )) s"

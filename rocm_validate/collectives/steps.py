@@ -127,9 +127,10 @@ class StepsPlan:
 
 
 # Standard level on GPUs: two full-width decoder layers at batch 2 x 4096 (the perf suite's
-# single-GPU Llama step), BERT-L at 16 x 512; 2 warm-up and 5 timed steps each, alone and on the group.
+# single-GPU Llama step), BERT-L at 16 x 512; 4 warm-up and 8 timed steps each, alone and on the group
+# (with 2 and 5, a cold BERT-L step alone differed by up to 23% between the two H200s of one host).
 GPU_STEPS = StepsPlan(
-    jobs=JOBS, scale="full", layers=2, batch=2, seq_len=4096, bert_batch=16, warmup=2, steps=5, timeout_s=120.0
+    jobs=JOBS, scale="full", layers=2, batch=2, seq_len=4096, bert_batch=16, warmup=4, steps=8, timeout_s=120.0
 )
 EXTENDED_GPU_STEPS = StepsPlan(
     jobs=JOBS, scale="full", layers=8, batch=2, seq_len=8192, bert_batch=32, warmup=3, steps=10, timeout_s=300.0
@@ -266,6 +267,7 @@ class Throughput:
     job: str
     group_s: float  # mean step, the slowest rank's per step
     solo_s: tuple[float, ...]  # each rank's mean step alone (a group of one, the same per-rank batch)
+    solo_spread: tuple[float | None, ...]  # each rank's steps alone: IQR / median
     work_per_rank: float  # tokens (fsdp) or samples (ddp) per rank per step
     flops_per_rank: float
     peak_gib: tuple[float | None, ...]
@@ -310,16 +312,23 @@ class Throughput:
 def throughput(job: str, results: Sequence[Mapping[str, object]]) -> Throughput:
     parts = [r[job] for r in results]
     per_step = [max(steps) for steps in zip(*(p["group_s"] for p in parts), strict=True)]  # type: ignore[index]
-    quartiles = statistics.quantiles(per_step, n=4, method="inclusive") if len(per_step) > 1 else None
-    mean = statistics.fmean(per_step)
     return Throughput(
         job=job,
-        group_s=mean,
+        group_s=statistics.fmean(per_step),
         solo_s=tuple(statistics.fmean(p["solo_s"]) for p in parts),  # type: ignore[index]
+        solo_spread=tuple(_spread(p["solo_s"]) for p in parts),  # type: ignore[index]
         work_per_rank=float(parts[0]["work_per_rank"]),  # type: ignore[index]
         flops_per_rank=float(parts[0]["flops_per_rank"]),  # type: ignore[index]
         peak_gib=tuple(p.get("peak_gib") for p in parts),  # type: ignore[attr-defined]
         waits_s=tuple(p.get("wait_s") for p in parts),  # type: ignore[attr-defined]
-        dispersion=(quartiles[2] - quartiles[0]) / statistics.median(per_step) if quartiles else None,
+        dispersion=_spread(per_step),
         world=len(parts),
     )
+
+
+def _spread(seconds: Sequence[float]) -> float | None:
+    """IQR / median of the steps' seconds (None below 2 steps)."""
+    if len(seconds) < 2:
+        return None
+    quartiles = statistics.quantiles(seconds, n=4, method="inclusive")
+    return (quartiles[2] - quartiles[0]) / statistics.median(seconds)

@@ -24,6 +24,7 @@ def test_the_sharded_step_computes_what_one_rank_computes(training_steps, precis
     results = training_steps.require("parity")
     check = parity(precision, results, training_steps.world.labels)
     assert check.passed, check.message()
+    print(check.message())  # the measured margin, in the report of a run with -rA
 
 
 def _prefix(training_steps, job: str, result: dict) -> str:
@@ -64,7 +65,10 @@ def test_no_gpu_holds_the_step_back(training_steps, job, noise_band) -> None:
     results = training_steps.require(job)
     measured = throughput(job, results)
     labels = training_steps.world.labels
-    samples = [PeerSample(labels[r], measured.work_per_rank / s, None) for r, s in enumerate(measured.solo_s)]
+    samples = [
+        PeerSample(labels[r], measured.work_per_rank / s, measured.solo_spread[r])
+        for r, s in enumerate(measured.solo_s)
+    ]
     name = f"{_prefix(training_steps, job, results[0])}.scaling_efficiency"
     slow = [
         f.message
