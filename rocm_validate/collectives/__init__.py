@@ -6,5 +6,7 @@ bus bandwidth across message sizes, and peer-to-peer copies between every pair o
 `payloads.py` (integer-valued payloads whose results are known exactly), `rank.py` (the program
 each rank runs: `python -m rocm_validate.collectives`, also under torchrun), `launch.py` (starts a
 world on this host from pytest), `outcome.py` (every rank's results into one verdict, pure),
-`plugin.py` (options and fixtures).
+`plugin.py` (options and fixtures), `steps.py` (the node's training steps: what a run measures and
+its verdicts, pure) and `training.py` (their per-rank program: `python -m
+rocm_validate.collectives.training`).
 """
