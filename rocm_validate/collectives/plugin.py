@@ -213,6 +213,9 @@ class StepsRun:
             reasons = reasons or [f"{self.world.size - len(complete)} ranks gave no {job} result"]
             category, fix = group_failure(reasons)
             fail_as(category, f"the {job} step did not complete on every rank: " + "; ".join(reasons), fix)
+        skipped = next((r[job]["skipped"] for r in complete if "skipped" in r[job]), None)
+        if skipped:
+            pytest.skip(skipped)
         return complete
 
 

@@ -38,6 +38,7 @@ from rocm_validate.workloads.models import causal_batch
 
 GIB = 1024**3
 PARITY_LAYERS, PARITY_BATCH, PARITY_SEQ = 2, 2, 32
+LORA_BATCH = 1  # MLPerf llama2_70b_lora trains one sequence per GPU
 
 
 class TrainingRank:
@@ -151,6 +152,33 @@ class TrainingRank:
             "batch": plan.bert_batch,
         }
 
+    def lora(self) -> dict[str, Any]:
+        """MLPerf llama2_70b_lora's shape alone, then sharded over the world; a skip (need vs
+        found) without peft."""
+        import importlib.util
+
+        if importlib.util.find_spec("peft") is None:
+            return {"skipped": "needs peft for the LoRA step (pip install peft), found none"}
+        plan = self.plan
+        self.enter("lora alone")
+        solo_s, _, _ = self._timed(self._lora(self.alone), LORA_BATCH)
+        self.enter("lora group")
+        group_s, peak, step = self._timed(self._lora(self.group), LORA_BATCH)
+        return {
+            "group_s": group_s,
+            "solo_s": solo_s,
+            "work_per_rank": LORA_BATCH * plan.seq_len,
+            # Forward and the activations' gradients, no weight gradients but the adapters': 2/3 of training's
+            "flops_per_rank": LORA_BATCH * step.build.flops_per_sample * 2 / 3,
+            "peak_gib": peak,
+            "layers": plan.layers,
+            "seq_len": plan.seq_len,
+            "batch": LORA_BATCH,
+        }
+
+    def _lora(self, group: Any) -> sharded.ShardedStep:
+        return sharded.lora_llama(self.plan.scale, self.plan.layers, self.plan.seq_len, self.device, group)
+
     def _llama(self, group: Any, waits: _GatherWaits | None = None) -> sharded.ShardedStep:
         plan = self.plan
         step = sharded.sharded_llama(plan.scale, plan.layers, plan.seq_len, self.device, group, mixed=True)
@@ -189,6 +217,8 @@ class TrainingRank:
                 result["fsdp"] = self.fsdp()
             if "ddp" in self.plan.jobs:
                 result["ddp"] = self.ddp()
+            if "lora" in self.plan.jobs:
+                result["lora"] = self.lora()
             self.enter("done")
         except Exception as exc:
             result["error"], result["at"] = one_line(exc), self.at
@@ -260,6 +290,8 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
     exits 0 or 1 with the world's verdict."""
     from pathlib import Path
 
+    from rocm_validate.results import jsonfile
+
     results, notes = gather(store, prefix, world, timeout_s)
     labels = [f"rank {r} ({(res or {}).get('host')}, {(res or {}).get('device')})" for r, res in enumerate(results)]
     problems = [f"{labels[r]}: {n}" for r, n in notes.items()]
@@ -273,8 +305,8 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
             for precision in ("fp32", "bf16"):
                 check = verdicts.parity(precision, complete, labels)
                 lines.append(("passed " if check.passed else "FAILED ") + check.message())
-        for job in ("fsdp", "ddp"):
-            if job in complete[0]:
+        for job in ("fsdp", "ddp", "lora"):
+            if job in complete[0] and "skipped" not in complete[0][job]:
                 t = verdicts.throughput(job, complete)
                 lines.append(
                     f"{job}: {t.per_gpu_rate:.1f} per GPU per s on {world} ranks, {t.tflops_per_gpu:.1f} TFLOP/s per GPU, "
@@ -285,8 +317,10 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
                     lines.append("FAILED " + straggler)
     passed = not problems and not any(line.startswith("FAILED") for line in lines)
     if rank == 0:
-        Path(out).write_text(json.dumps({"results": results, "verdicts": lines, "passed": passed}, indent=1))
+        report = {"schema": verdicts.SCHEMA_ID, "results": results, "verdicts": lines, "passed": passed}
+        jsonfile.write_json(Path(out), report, verdicts.REPORT_SCHEMA)
         print("\n".join(lines))
+        print(f"rocm-validate training steps: {'passed' if passed else 'FAILED'}; wrote {out}")
     return 0 if passed else 1
 
 

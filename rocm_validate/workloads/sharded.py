@@ -1,7 +1,8 @@
 """Training steps over a process group: the Llama decoder sharded with PyTorch's FSDP2
 (`fully_shard` per decoder layer, then the root; bf16 parameters and fp32 gradient reduction in
-mixed precision), and BERT replicated with DistributedDataParallel (gradient buckets, fused
-AdamW, bf16 autocast), as torchtitan and MLPerf's BERT run them.
+mixed precision), BERT replicated with DistributedDataParallel (gradient buckets, fused AdamW,
+bf16 autocast), as torchtitan and MLPerf's BERT run them, and MLPerf llama2_70b_lora's shape: a
+frozen bf16 Llama-2-70B-wide base with peft's LoRA adapters on the attention, sharded.
 
 A step here is what each rank runs: forward on its own slice of the global batch, backward (the
 reduce-scatter of FSDP or the bucketed all-reduce of DDP averages the gradients over the group),
@@ -61,14 +62,14 @@ def mesh_of(group: Any, device: torch.device) -> Any:
     return DeviceMesh.from_group(group, device.type)
 
 
-def fully_sharded(model: Any, mesh: Any, mixed: bool) -> Any:
-    """FSDP2 over `mesh`: each decoder layer its own unit, then the root (embeddings, norm, head);
-    bf16 parameters with fp32 gradient reduction when `mixed`."""
+def fully_sharded(model: Any, mesh: Any, mixed: bool, layers: Any = None) -> Any:
+    """FSDP2 over `mesh`: each decoder layer (`layers`, by default the model's) its own unit, then
+    the root (embeddings, norm, head); bf16 parameters with fp32 gradient reduction when `mixed`."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed else None
     kwargs: dict[str, Any] = {"mesh": mesh} | ({"mp_policy": policy} if policy else {})
-    for layer in model.model.layers:
+    for layer in model.model.layers if layers is None else layers:
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
     return model
@@ -96,6 +97,25 @@ def sharded_llama(
     )
     model = fully_sharded(build.model.train(), mesh_of(group, device), mixed)
     return ShardedStep(build, model, _optimizer(model.parameters(), optimizer, device), autocast=False)
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # MLPerf llama2_70b_lora: the attention projections
+
+
+def lora_llama(scale: str, layers: int, seq_len: int, device: torch.device, group: Any) -> ShardedStep:
+    """MLPerf llama2_70b_lora's step shape: the Llama-2-70B decoder (`scale` full: width 8192, GQA
+    64/8), `layers` deep, its base frozen in bf16, LoRA adapters (rank 16, alpha 32, peft) on the
+    attention projections, sharded with FSDP2 over `group`; AdamW over the adapters alone.
+    ImportError without peft."""
+    import peft
+
+    build = build_model("llama-2-70b", scale, device=device, dtype=torch.bfloat16, num_layers=layers, seq_len=seq_len)
+    config = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=list(LORA_TARGETS))
+    model = peft.get_peft_model(build.model.train(), config)
+    inner = model.get_base_model()
+    wrapped = fully_sharded(model, mesh_of(group, device), mixed=True, layers=inner.model.layers)
+    trainable = [p for p in wrapped.parameters() if p.requires_grad]
+    return ShardedStep(build, wrapped, _optimizer(trainable, "adamw", device), autocast=False)
 
 
 def replicated_bert(scale: str, device: torch.device, group: Any, bucket_mb: float = 25.0) -> ShardedStep:

@@ -15,10 +15,10 @@ from rocm_validate.collectives.steps import parity, throughput
 from rocm_validate.platform import peaks
 from rocm_validate.results.peers import PeerSample, compare
 
-MODELS = {"fsdp": "llama-3.1-8b", "ddp": "bert-large"}
-# DDP BERT-L needs the extended level's longer window (steps.py STANDARD_JOBS).
-JOBS = ["fsdp", pytest.param("ddp", marks=pytest.mark.rocm_level("extended"))]
-UNITS = {"fsdp": "tokens/s", "ddp": "samples/s"}
+MODELS = {"fsdp": "llama-3.1-8b", "ddp": "bert-large", "lora": "llama-2-70b-lora"}
+# DDP BERT-L and the LoRA step run at the extended level (steps.py STANDARD_JOBS).
+JOBS = ["fsdp", *(pytest.param(job, marks=pytest.mark.rocm_level("extended")) for job in ("ddp", "lora"))]
+UNITS = {"fsdp": "tokens/s", "ddp": "samples/s", "lora": "tokens/s"}
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -32,7 +32,7 @@ def test_the_sharded_step_computes_what_one_rank_computes(training_steps, precis
 def _prefix(training_steps, job: str, result: dict) -> str:
     plan = training_steps.plan
     scale = "" if plan.scale == "full" else f"-{plan.scale}"
-    depth = f"-{result[job]['layers']}l" if job == "fsdp" else ""
+    depth = f"-{result[job]['layers']}l" if job != "ddp" else ""
     return f"train.{job}.{MODELS[job]}{scale}{depth}.{training_steps.world.size}ranks"
 
 
