@@ -112,7 +112,7 @@ def lora_llama(scale: str, layers: int, seq_len: int, device: torch.device, grou
     build = build_model("llama-2-70b", scale, device=device, dtype=torch.bfloat16, num_layers=layers, seq_len=seq_len)
     config = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=list(LORA_TARGETS))
     model = peft.get_peft_model(build.model.train(), config)
-    inner = model.get_base_model()
+    inner: Any = model.get_base_model()
     wrapped = fully_sharded(model, mesh_of(group, device), mixed=True, layers=inner.model.layers)
     trainable = [p for p in wrapped.parameters() if p.requires_grad]
     return ShardedStep(build, wrapped, _optimizer(trainable, "adamw", device), autocast=False)
