@@ -38,7 +38,7 @@ from rocm_validate.collectives.rank import (
     result_key,
     store_prefix,
 )
-from rocm_validate.node.facts import NODE_GPU_VARIABLE
+from rocm_validate.core.plan import NODE_GPU_VARIABLE
 from rocm_validate.text import clip
 
 POLL_S = 0.2

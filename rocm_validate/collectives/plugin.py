@@ -35,8 +35,9 @@ from rocm_validate.collectives.steps import plan_for as steps_plan_for
 from rocm_validate.core import options
 from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.oom import free_device_memory
+from rocm_validate.core.plan import NodePlan, gpu_ref
 from rocm_validate.core.session import RunState, run_state
-from rocm_validate.node.facts import NodeFacts, gpu_ref, outer_visibility
+from rocm_validate.node.facts import outer_visibility, pinning
 from rocm_validate.results.plots import BYTES_KEY, COLLECTIVE_KEY
 from rocm_validate.results.sizes import size_label
 
@@ -104,8 +105,8 @@ def world_for(state: RunState, settings: CollectiveSettings) -> tuple[WorldSpec 
     reason = world_skip_reason([label for _, label in pairs], cpu=False)
     if reason:
         return None, reason
-    facts = state.node or NodeFacts(tuple(gpus), outer_visibility(os.environ))
-    return gpu_world(pairs, facts.pinning(tuple(index for index, _ in pairs)).env()), None
+    plan = state.node or NodePlan(tuple(gpus), outer_visibility(os.environ))
+    return gpu_world(pairs, pinning(plan, tuple(index for index, _ in pairs)).env()), None
 
 
 @dataclass(frozen=True)
