@@ -30,6 +30,8 @@ from rocm_validate.collectives.plan import (
     plan_for,
     world_skip_reason,
 )
+from rocm_validate.collectives.steps import Plant, StepsPlan
+from rocm_validate.collectives.steps import plan_for as steps_plan_for
 from rocm_validate.core import options
 from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.oom import free_device_memory
@@ -187,6 +189,72 @@ def collectives(
         free_device_memory()
     outcome = launch(collective_plan, collective_world, os.environ, tmp_path_factory.mktemp("collectives"))
     return CollectiveRun(collective_plan, collective_world, outcome)
+
+
+# Negative controls of the training steps (steps.py `Plant`), comma-separated: grad:1:1.01 (rank 1's
+# gradient contribution 1% off), slow:1:5 (rank 1's all-gathers 5 ms late).
+PLANTS_VARIABLE = "ROCM_VALIDATE_TRAINING_PLANTS"
+
+
+@dataclass(frozen=True)
+class StepsRun:
+    """A finished training-steps run (steps.py), as the suite's tests read it: every rank's
+    result (None where a rank gave none) and what stopped the group, culprits first."""
+
+    plan: StepsPlan
+    world: WorldSpec
+    results: tuple[dict[str, Any] | None, ...]
+    problems: tuple[str, ...]
+
+    def require(self, job: str) -> list[dict[str, Any]]:
+        """Every rank's result, or a failure naming the rank that died, hung or stopped before
+        finishing `job` (a later job's failure leaves it standing)."""
+        __tracebackhide__ = True
+        complete = [r for r in self.results if r is not None and job in r]
+        if len(complete) != self.world.size:
+            reasons = list(self.problems) + [
+                f"{self.world.labels[r]}: stopped at {res['at']}: {res['error']}"
+                for r, res in enumerate(self.results)
+                if res and res.get("error")
+            ]
+            reasons = reasons or [f"{self.world.size - len(complete)} ranks gave no {job} result"]
+            category, fix = group_failure(reasons)
+            fail_as(category, f"the {job} step did not complete on every rank: " + "; ".join(reasons), fix)
+        skipped = next((r[job]["skipped"] for r in complete if "skipped" in r[job]), None)
+        if skipped:
+            pytest.skip(skipped)
+        return complete
+
+
+@pytest.fixture(scope="session")
+def training_steps(
+    pytestconfig: pytest.Config, collective_world: WorldSpec, tmp_path_factory: pytest.TempPathFactory
+) -> StepsRun:
+    """One run of the node's training steps over this run's devices (started on first use)."""
+    from rocm_validate.collectives.launch import run_ranks
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        free_device_memory()
+    state = run_state(pytestconfig)
+    plan = steps_plan_for(collective_world.library, state.settings.level)
+    timeout_s = state.part(CollectiveSettings).timeout_s
+    if timeout_s is not None:
+        plan = replace(plan, timeout_s=timeout_s)
+    plants = os.environ.get(PLANTS_VARIABLE, "")
+    if plants:
+        plan = replace(plan, plants=tuple(Plant.parse(p) for p in plants.split(",") if p.strip()))
+    results, notes = run_ranks(
+        "rocm_validate.collectives.training",
+        plan.arguments(),
+        plan.timeout_s,
+        collective_world,
+        os.environ,
+        tmp_path_factory.mktemp("training"),
+        keys="training/",
+    )
+    problems = tuple(f"{collective_world.labels[r]}: {note}" for r, note in notes.items())
+    return StepsRun(plan, collective_world, tuple(results), problems)
 
 
 @pytest.fixture
