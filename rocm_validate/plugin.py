@@ -78,7 +78,10 @@ def pytest_cmdline_main(config: pytest.Config) -> Generator[None, Any, Any]:
     return status
 
 
-@pytest.hookimpl(tryfirst=True)  # the outputs are claimed before any other plugin's option can stop the run
+# First (pluggy calls a plugin registered earlier later, and this one is registered before the
+# concerns it lists): the run context exists before any concern's configure fills its part, and the
+# outputs are claimed before any other plugin's option can stop the run.
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     for marker, description in requirements.MARKERS.items():
         config.addinivalue_line("markers", f"{marker}: {description}")
