@@ -5,8 +5,8 @@ torch.compile caches what it compiled (FX graphs, AOT autograd graphs, Triton ke
 `TORCHINDUCTOR_CACHE_DIR` when `TORCHINDUCTOR_FX_GRAPH_CACHE` and `TORCHINDUCTOR_AUTOGRAD_CACHE`
 are on; the keys hold the graph, torch, Triton and the device's arch, so GPUs of one SKU share
 entries and another stack never reads them. Inductor reads these variables when it is imported,
-so they are set in the pytest process at configure time, before any worker (or collectives rank)
-starts, and every process of the run inherits them. A warm cache turns a 60 s compile of the
+so they are set in the pytest process at session start, once every option was read and before any
+worker (or collectives rank) starts, and every process of the run inherits them. A warm cache turns a 60 s compile of the
 BERT-L step into seconds; the compile-time metric says which it was (`compile_cache`).
 
 Imports only the standard library and pytest; torch's counters are read only when asked for.
@@ -162,10 +162,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_spec(parser, COMPILE_CACHE)
 
 
-@pytest.hookimpl(trylast=True)  # after every other plugin's pytest_configure that can still stop the run
-def pytest_configure(config: pytest.Config) -> None:
-    """Choose the cache and set Inductor's variables for every process of a run of the suites;
-    xdist workers inherit them from the pytest process, which sets them before starting any."""
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Choose the cache and set Inductor's variables for every process of a run of the suites,
+    after every plugin's configure (one that stops the run leaves them unset); pytest-xdist starts
+    its workers, which inherit them, and pytest's terminal prints the header (`header_line`) in
+    their own sessionstart, both trylast, so after this one."""
+    config = session.config
     if is_xdist_worker(config) or not _runs_suites(config):
         return
     value, source = raw_value(config, COMPILE_CACHE)
