@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from rocm_validate.core.requirements import device_label
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.errors import BackendRefused
@@ -313,3 +314,12 @@ def check_attention(
         )
         for i, part in enumerate(PARTS)
     ]
+
+
+def attention_skip_reason(sdpa_kernel: str, device: DeviceInfo) -> str | None:
+    """Why SDPA kernel `sdpa_kernel` cannot be checked on `device`; None when it can."""
+    if sdpa_kernel in device.attention_backends:
+        return None
+    return (
+        f"needs the {sdpa_kernel} SDPA backend, found {', '.join(device.attention_backends)} on {device_label(device)}"
+    )
