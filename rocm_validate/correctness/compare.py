@@ -408,7 +408,15 @@ def compare(
         allowed_norm = max(floor, tolerance.k_norm * (reference_norm or 0.0))
     judged = None
     if tolerance.model is not None:
-        judged = _judge_model(tolerance.model, judged_in, candidate.dtype, c, g, r, diff, both, scale, magnitude, terms)
+        aligned = _Aligned(candidate=c, golden=g, reference=r, diff=diff, both_finite=both, golden_scale=scale)
+        judged = _judge_model(
+            tolerance.model,
+            aligned,
+            precision=judged_in,
+            candidate_dtype=candidate.dtype,
+            magnitude=magnitude,
+            terms=terms,
+        )
     accuracy = None
     if tolerance.accuracy is not None:
         accuracy = _judge_accuracy(
@@ -504,22 +512,33 @@ def _rounded(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.where(torch.isfinite(rounded), rounded, g)
 
 
+@dataclass(frozen=True)
+class _Aligned:
+    """A comparison's tensors in float64 on the golden's device, and what the element check found."""
+
+    candidate: torch.Tensor
+    golden: torch.Tensor
+    reference: torch.Tensor | None
+    diff: torch.Tensor  # |candidate - golden|, inf where the candidate is wrongly non-finite
+    both_finite: torch.Tensor  # golden and candidate both finite
+    golden_scale: float  # max |golden| over its finite elements
+
+
 def _judge_model(
     model: ErrorModel,
+    aligned: _Aligned,
+    *,
     precision: str,
     candidate_dtype: torch.dtype,
-    c: torch.Tensor,
-    g: torch.Tensor,
-    r: torch.Tensor | None,
-    diff: torch.Tensor,
-    both: torch.Tensor,
-    scale: float,
     magnitude: torch.Tensor | None,
     terms: int,
 ) -> ModelJudgement:
-    """The candidate against the model's element, norm and lean bounds (diff: |c - g|, inf where
-    the candidate is wrongly non-finite; both: golden and candidate finite)."""
+    """The candidate against the model's element, norm and lean bounds, in `precision`'s unit
+    roundoff; `magnitude` and `terms` as `compare` takes them."""
     import torch
+
+    c, g, r = aligned.candidate, aligned.golden, aligned.reference
+    diff, both, scale = aligned.diff, aligned.both_finite, aligned.golden_scale
 
     u = unit_roundoff(precision)
     worst_index: tuple[int, ...] = ()
