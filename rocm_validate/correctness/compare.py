@@ -34,7 +34,7 @@ import contextvars
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rocm_validate.correctness.error_model import (
     Accuracy,
@@ -46,6 +46,7 @@ from rocm_validate.correctness.error_model import (
     unit_roundoff,
 )
 from rocm_validate.correctness.tolerances import Tolerance
+from rocm_validate.results.margins import CheckMargins
 
 if TYPE_CHECKING:
     import torch
@@ -640,9 +641,9 @@ def _structural(check: str, tolerance: Tolerance, shape: tuple[int, ...], proble
     return Comparison(check, tolerance, shape, numel, candidate_error=math.inf, mismatches=numel, problem=problem)
 
 
-def margins(comparison: Comparison) -> dict[str, Any]:
-    """How close a comparison came to each of its bounds, JSON-ready: what the report records for
-    every check, so a healthy run shows the margin each tolerance leaves."""
+def margins(comparison: Comparison) -> CheckMargins:
+    """How close a comparison came to each of its bounds: what the report records for every
+    check, so a healthy run shows the margin each tolerance leaves."""
     tol = comparison.tolerance
 
     def finite(value: float | None) -> float | None:
@@ -655,27 +656,25 @@ def margins(comparison: Comparison) -> dict[str, Any]:
     if comparison.reference_norm_error:
         norm_ratio = comparison.norm_error / comparison.reference_norm_error
     judged = comparison.model
-    return {
-        "check": comparison.check,
-        "passed": comparison.passed,
-        "ratio": finite(comparison.ratio),
-        "k": tol.k,
-        "norm_ratio": finite(norm_ratio),
-        "k_norm": tol.k_norm,
-        "sqnr_db": finite(comparison.sqnr_db),
-        "reference_sqnr_db": finite(comparison.reference_sqnr_db),
-        "min_sqnr_db": tol.min_sqnr_db,
-        "precision": None if judged is None else judged.precision,
-        "model_ratio": None
-        if judged is None or tol.model is None or tol.model.rounding is None
-        else finite(judged.ratio),
-        "model_norm_ratio": None if judged is None else finite(judged.norm_ratio),
-        "lean": None if judged is None else significant(judged.lean),
-        "lean_ulps": None if judged is None else finite(judged.lean_ulps),
-        "allowed_lean": None if judged is None or tol.model is None else tol.model.allowed_lean(judged.precision),
-        "accuracy_ratio": None if comparison.accuracy is None else finite(comparison.accuracy.ratio),
-        "accuracy_factor": None if tol.accuracy is None else tol.accuracy.factor,
-    }
+    return CheckMargins(
+        check=comparison.check,
+        passed=comparison.passed,
+        ratio=finite(comparison.ratio),
+        k=tol.k,
+        norm_ratio=finite(norm_ratio),
+        k_norm=tol.k_norm,
+        sqnr_db=finite(comparison.sqnr_db),
+        reference_sqnr_db=finite(comparison.reference_sqnr_db),
+        min_sqnr_db=tol.min_sqnr_db,
+        precision=None if judged is None else judged.precision,
+        model_ratio=None if judged is None or tol.model is None or tol.model.rounding is None else finite(judged.ratio),
+        model_norm_ratio=None if judged is None else finite(judged.norm_ratio),
+        lean=None if judged is None else significant(judged.lean),
+        lean_ulps=None if judged is None else finite(judged.lean_ulps),
+        allowed_lean=None if judged is None or tol.model is None else tol.model.allowed_lean(judged.precision),
+        accuracy_ratio=None if comparison.accuracy is None else finite(comparison.accuracy.ratio),
+        accuracy_factor=None if tol.accuracy is None else tol.accuracy.factor,
+    )
 
 
 _RECORDED: contextvars.ContextVar[list[Comparison] | None] = contextvars.ContextVar(
