@@ -20,7 +20,7 @@ from rocm_validate.errors import LibraryMissing, MarkerUsageError
 from rocm_validate.platform import capabilities, probes
 from rocm_validate.platform.devices import DeviceInfo
 
-__all__ = ["MARKERS", "NotValidated", "device_label", "not_validated"]
+__all__ = ["MARKERS", "NotValidated", "not_validated"]
 MARKERS: dict[str, str] = {
     "rocm_suite(name)": "assign a test to a suite (preflight, correctness, perf, convergence) outside suites/<name>/",
     "rocm_level(level)": "the lowest level the test runs at: quick, standard (the default) or extended",

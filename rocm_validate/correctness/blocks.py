@@ -148,11 +148,11 @@ def _as_inputs(
     return Inputs(low, golden, grad, dict(extra))
 
 
-def _normal(g: torch.Generator, device: Any, *shape: int) -> torch.Tensor:
+def _normal(g: torch.Generator, device: torch.device | str, *shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
 
 
-def _norm_rows(shape: BlockShape, g: torch.Generator, device: Any) -> torch.Tensor:
+def _norm_rows(shape: BlockShape, g: torch.Generator, device: torch.device | str) -> torch.Tensor:
     """[tokens, hidden] activations in four kinds of rows: standard normal; x4; a mean ten times
     the spread (|mean| / std = 100, where a one-pass variance cancels); and a spread of 1e-3
     (where eps matters)."""
@@ -163,7 +163,9 @@ def _norm_rows(shape: BlockShape, g: torch.Generator, device: Any) -> torch.Tens
     return torch.where((kind == 3)[:, None], 1e-3 * x, x)
 
 
-def _draw_norm(shape: BlockShape, dtype: str, g: torch.Generator, device: Any, *, with_bias: bool) -> Inputs:
+def _draw_norm(
+    shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str, *, with_bias: bool
+) -> Inputs:
     values = {
         "x": _norm_rows(shape, g, device),
         "weight": 1 + 0.1 * _normal(g, device, shape.hidden),
@@ -174,7 +176,9 @@ def _draw_norm(shape: BlockShape, dtype: str, g: torch.Generator, device: Any, *
     return _as_inputs(values, dtype, ("x", *(p for p in params if p in values)), params, eps=shape.norm_eps)
 
 
-def _draw_add_norm(shape: BlockShape, dtype: str, g: torch.Generator, device: Any, *, with_bias: bool) -> Inputs:
+def _draw_add_norm(
+    shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str, *, with_bias: bool
+) -> Inputs:
     drawn = _draw_norm(shape, dtype, g, device, with_bias=with_bias)
     residual = _as_inputs({"residual": _normal(g, device, shape.tokens, shape.hidden)}, dtype, ())
     low = {**drawn.low, **residual.low}
@@ -189,7 +193,7 @@ def every_value(dtype: str, limit: float) -> torch.Tensor:
     return values[torch.isfinite(values) & (values.abs() <= limit)]
 
 
-def _draw_unary(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) -> Inputs:
+def _draw_unary(shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str) -> Inputs:
     """Every representable input in [-20, 20] for bf16 / fp16 (a dense grid for fp32), plus
     standard normal draws for the lean test's statistics: where x is large, GELU(x) and SiLU(x)
     sit on x's own grid point, so a small scale rounds away there and only the curved middle
@@ -202,13 +206,13 @@ def _draw_unary(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) 
     return _as_inputs({"x": x}, dtype, ("x",))
 
 
-def _draw_swiglu(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) -> Inputs:
+def _draw_swiglu(shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str) -> Inputs:
     rows = max(shape.tokens // 4, 16)
     values = {"gate": 2 * _normal(g, device, rows, shape.ffn), "up": _normal(g, device, rows, shape.ffn)}
     return _as_inputs(values, dtype, ("gate", "up"))
 
 
-def _draw_scores(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) -> Inputs:
+def _draw_scores(shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str) -> Inputs:
     """Attention-score rows of the model's sequence length: half spread x2, half peaked (x8).
     At least 64 rows: a peaked row's lean rests on its few large probabilities."""
     rows = max(shape.tokens // 4, 64)
@@ -217,7 +221,7 @@ def _draw_scores(shape: BlockShape, dtype: str, g: torch.Generator, device: Any)
     return _as_inputs({"x": x}, dtype, ("x",))
 
 
-def _draw_logits(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) -> Inputs:
+def _draw_logits(shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str) -> Inputs:
     """[rows, vocab] logits (x2), targets with one in eight ignored (ignore_index)."""
     x = 2 * _normal(g, device, shape.vocab_rows, shape.vocab)
     target = torch.randint(0, shape.vocab, (shape.vocab_rows,), generator=g, device=device)
@@ -225,7 +229,7 @@ def _draw_logits(shape: BlockShape, dtype: str, g: torch.Generator, device: Any)
     return _as_inputs({"x": x, "target": target}, dtype, ("x",))
 
 
-def _draw_embedding(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) -> Inputs:
+def _draw_embedding(shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str) -> Inputs:
     """A slice of the embedding table (2048 rows, 512 on a CPU) and 4 x tokens indices drawn as
     u^3 (the first rows repeat hundreds of times, as frequent words do); BERT's padding row 0
     gets no gradient."""
@@ -237,28 +241,28 @@ def _draw_embedding(shape: BlockShape, dtype: str, g: torch.Generator, device: A
     return _as_inputs(values, dtype, ("weight",), padding_idx=padding)
 
 
-def _draw_dropout(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) -> Inputs:
+def _draw_dropout(shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str) -> Inputs:
     """Activations with no zeros, so every zero of the output is a dropped element."""
     x = _normal(g, device, shape.tokens, shape.hidden)
     x = torch.where(x.abs() < 1e-3, torch.ones_like(x), x)
     return _as_inputs({"x": x}, dtype, ("x",), p=DROPOUT_P)
 
 
-def _row_scales(shape: BlockShape, g: torch.Generator, device: Any) -> torch.Tensor:
+def _row_scales(shape: BlockShape, g: torch.Generator, device: torch.device | str) -> torch.Tensor:
     """A factor per row from 1/4 to 1, continuous: the rows' results spread over the mantissa, so
     that rounding them to bf16 is not the same rounding every row, while no few rows outweigh
     the rest in the lean's estimate."""
     return 2.0 ** (-2 * torch.rand(shape.reduce_rows, 1, generator=g, device=device))
 
 
-def _draw_reduction(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) -> Inputs:
+def _draw_reduction(shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str) -> Inputs:
     """Long rows of uniform [0, 1/32) values, each row scaled (their sums fit fp16): a positive
     mean makes the accumulated error grow (zero-mean data hides it, Higham and Mary 2020)."""
     x = torch.rand(shape.reduce_rows, shape.reduce_length, generator=g, device=device) / 32
     return _as_inputs({"x": x * _row_scales(shape, g, device)}, dtype, ("x",))
 
 
-def _draw_variance(shape: BlockShape, dtype: str, g: torch.Generator, device: Any) -> Inputs:
+def _draw_variance(shape: BlockShape, dtype: str, g: torch.Generator, device: torch.device | str) -> Inputs:
     """Long rows with |mean| / std = 4, where a one-pass variance cancels, each row scaled."""
     x = 4 + _normal(g, device, shape.reduce_rows, shape.reduce_length)
     return _as_inputs({"x": x * _row_scales(shape, g, device)}, dtype, ("x",))
@@ -415,7 +419,7 @@ def _F() -> Any:
 
 
 @contextlib.contextmanager
-def _maybe_autocast(enabled: bool, device: Any) -> Iterator[None]:
+def _maybe_autocast(enabled: bool, device: torch.device | str) -> Iterator[None]:
     if not enabled:
         yield
         return
@@ -757,7 +761,7 @@ def _describe(shape: BlockShape, model: str | None, dtype: str) -> str:
 
 
 def run_block(
-    block: Block, shape: BlockShape, dtype: str, torch_device: Any, seed: int = 0
+    block: Block, shape: BlockShape, dtype: str, torch_device: torch.device, seed: int = 0
 ) -> tuple[Tensors, Tensors, Tensors, Inputs]:
     """The candidate's and the golden's output and gradients ({'out', 'grad_<input>'}), the
     golden inputs' magnitudes, and the inputs, for one case."""
@@ -784,7 +788,7 @@ def run_block(
 
 
 def check_block(
-    name: str, model: str | None, dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0
+    name: str, model: str | None, dtype: str, device: DeviceInfo, torch_device: torch.device, seed: int = 0
 ) -> list[Comparison]:
     """One building block in `dtype` ('autocast': bf16 inputs under bf16 autocast) against its
     float64 definition: the output and the gradient of every input, each bounded by the block's
@@ -806,7 +810,7 @@ def check_block(
     return results
 
 
-def check_dropout(dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0) -> list[Comparison]:
+def check_dropout(dtype: str, device: DeviceInfo, torch_device: torch.device, seed: int = 0) -> list[Comparison]:
     """F.dropout in training, p = 0.1, at BERT-L's width: the kept fraction within KEEP_RATE_SIGMAS
     binomial standard deviations of 1 - p, kept values x / (1 - p) rounded once, and the gradient
     the upstream through the same mask, scaled the same way."""

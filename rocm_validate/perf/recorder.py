@@ -58,6 +58,8 @@ from rocm_validate.results.metrics import GateRecord, Metric, Verdict, format_nu
 from rocm_validate.results.triage import combine
 
 if TYPE_CHECKING:
+    import torch
+
     from rocm_validate.core.fixtures import MetricRecorder
     from rocm_validate.platform.telemetry import Telemetry
 
@@ -260,7 +262,7 @@ class PerfRecorder:
         context: PerfContext,
         item: pytest.Item,
         metrics: MetricRecorder,
-        torch_device: Callable[[], Any],
+        torch_device: Callable[[], torch.device],
     ) -> None:
         self.context = context
         self._item = item

@@ -14,8 +14,6 @@ from typing import Any
 
 from rocm_validate.results.metrics import NUMERICS_PROPERTY
 
-__all__ = ["CheckMargins", "margins_in"]
-
 
 @dataclass(frozen=True)
 class CheckMargins:
