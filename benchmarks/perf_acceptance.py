@@ -88,7 +88,7 @@ def must_catch(metric: Metric, threshold: gate.Threshold) -> bool:
 def legacy(threshold: gate.Threshold, reference: gate.Reference) -> tuple[gate.Threshold, gate.Reference]:
     """The gate as it was before clock-aware judging and folded runs, for the 'before' column."""
     return (
-        replace(threshold, per_clock=False, clock_floor=None, detect_limit=None),
+        replace(threshold, per_clock=False, clock_min_band=None, detect_limit=None),
         replace(reference, runs=(), window_clock_mhz=None, capped_share=None, per_clock_dispersion=None),
     )
 

@@ -63,11 +63,11 @@ def test_a_lower_clock_without_a_power_or_thermal_limit_is_judged_on_throughput_
     assert "mean clock 1440 MHz now vs 1600 MHz at baseline (-10.0%)" in locked.message
 
 
-def test_without_clocks_on_both_sides_the_wider_floor_holds() -> None:
+def test_without_clocks_on_both_sides_the_wider_min_band_holds() -> None:
     no_clock = gate.judge(gemm(680.0 * 0.96), baseline(mhz=None), GEMM, KEY, RECORD)
     with_clock = gate.judge(gemm(680.0 * 0.96, mhz=1600.0, capped=0.0), baseline(capped=0.0), GEMM, KEY, RECORD)
-    assert (no_clock.verdict, no_clock.allowed) == ("pass", GEMM.floor)
-    assert (with_clock.verdict, with_clock.allowed) == ("regressed", GEMM.clock_floor)
+    assert (no_clock.verdict, no_clock.allowed) == ("pass", GEMM.min_band)
+    assert (with_clock.verdict, with_clock.allowed) == ("regressed", GEMM.clock_min_band)
 
 
 def test_a_metric_not_marked_per_clock_is_never_judged_per_clock() -> None:
@@ -77,7 +77,7 @@ def test_a_metric_not_marked_per_clock_is_never_judged_per_clock() -> None:
 
 
 def test_folded_runs_replace_the_window_noise_with_their_between_run_spread() -> None:
-    threshold = Threshold(floor=0.03, k=3.0, cap=0.08)
+    threshold = Threshold(min_band=0.03, noise_multiple=3.0, cap=0.08)
     runs = tuple(RunPoint(v) for v in (676.0, 680.0, 684.0))
     noisy_window = gemm(680.0, dispersion=0.05)
     with_runs = gate.judge(noisy_window, baseline(mhz=None, runs=runs), threshold, KEY, RECORD)
@@ -96,7 +96,7 @@ def test_at_the_cap_the_basis_with_the_narrower_band_judges() -> None:
     clock_scatters = gemm(680.0 / 1.05, mhz=1600.0, capped=0.95, dispersion=0.004, per_clock=0.03)
     runs = tuple(RunPoint(v, 1600.0) for v in (679.0, 680.0, 681.0))
     judgement = gate.judge(clock_scatters, baseline(runs=runs), GEMM, KEY, RECORD)
-    assert (judgement.basis, judgement.verdict, judgement.allowed) == ("throughput", "regressed", GEMM.clock_floor)
+    assert (judgement.basis, judgement.verdict, judgement.allowed) == ("throughput", "regressed", GEMM.clock_min_band)
     assert "judged on throughput: its band (2.5%) is narrower than per clock cycle (6.7%)" in judgement.message
 
 
@@ -142,7 +142,7 @@ def test_a_host_side_metric_that_cannot_catch_ten_percent_is_shown_not_gated() -
 
 
 def test_a_host_side_metric_that_can_catch_ten_percent_still_gates() -> None:
-    host = gate.Threshold(floor=0.05, k=3.0, cap=0.08, detect_limit=gate.HOST_DETECT_LIMIT)
+    host = gate.Threshold(min_band=0.05, noise_multiple=3.0, cap=0.08, detect_limit=gate.HOST_DETECT_LIMIT)
     slow = Metric("copy.host_to_device.pinned.256mib", 40.0, "GB/s", dispersion=0.001)
     assert (
         gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), host, KEY, RECORD).verdict == "regressed"
@@ -173,7 +173,7 @@ def test_detect_none_in_the_ini_gates_a_blunt_host_side_metric_anyway() -> None:
     [
         ("gemm.* per_clock=maybe", "expected yes or no"),
         ("gemm.* detect=lots", "expected a fraction"),
-        ("gemm.* clock_floor=0.09", "clock_floor <= floor"),
+        ("gemm.* clock_min_band=0.09", "clock_min_band <= min_band"),
         ("launch.* detect=2", "between 0 and 1"),
     ],
 )

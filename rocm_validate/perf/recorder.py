@@ -409,7 +409,8 @@ class PerfRecorder:
 
     def _gated(self, metric: Metric) -> Metric:
         threshold = self.context.threshold(metric.name)
-        gate_facts: dict[str, Any] = {"floor": threshold.floor, "k": threshold.k, "cap": threshold.cap}
+        # The report's keys for min_band and noise_multiple keep the names they were written with.
+        gate_facts: dict[str, Any] = {"floor": threshold.min_band, "k": threshold.noise_multiple, "cap": threshold.cap}
         if threshold.informational:
             gate_facts["informational"] = threshold.informational
         extra = {**metric.extra, "gate": gate_facts}
