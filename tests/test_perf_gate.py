@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.perf import gate
-from rocm_validate.perf.gate import Reference, Threshold
+from rocm_validate.perf.gate import Baseline, Threshold
 from rocm_validate.results.metrics import Metric
 
 KEY = "nvidia-h100-80gb-hbm3-sm90"
@@ -33,8 +33,8 @@ def reference(
     unit: str = "TFLOP/s",
     dispersion: float | None = 0.0,
     clock: float | None = None,
-) -> Reference:
-    return Reference(value=value, unit=unit, better=better, dispersion=dispersion, clock_mhz=clock)
+) -> Baseline:
+    return Baseline(value=value, unit=unit, better=better, dispersion=dispersion, clock_mhz=clock)
 
 
 def test_the_band_is_the_min_band_until_noise_multiple_times_noise_exceeds_it_and_never_passes_the_cap() -> None:
@@ -197,7 +197,7 @@ def test_latency_bound_collectives_are_shown_and_the_large_ones_catch_a_ten_perc
     large = Metric(
         name="collective.all_gather.2ranks.256mib", value=216.0, unit="GB/s", better="higher", dispersion=0.0
     )
-    steady = Reference(value=240.0, unit="GB/s", better="higher", dispersion=0.0)
+    steady = Baseline(value=240.0, unit="GB/s", better="higher", dispersion=0.0)
     assert gate.judge(small, steady, gate.threshold_for(small.name, "cuda"), KEY, RECORD).verdict == "informational"
     assert gate.judge(large, steady, gate.threshold_for(large.name, "cuda"), KEY, RECORD).verdict == "regressed"
     within = Metric(name=large.name, value=240.0 * 0.96, unit="GB/s", better="higher", dispersion=0.0)

@@ -272,7 +272,7 @@ class RunPoint:
 
 
 @dataclass(frozen=True)
-class Reference:
+class Baseline:
     """What a metric is compared with: a stored baseline's value, spread and recording clocks."""
 
     value: float
@@ -285,7 +285,7 @@ class Reference:
     per_clock_dispersion: float | None = None
     runs: tuple[RunPoint, ...] = ()
 
-    def scaled(self, factor: float) -> Reference:
+    def scaled(self, factor: float) -> Baseline:
         """The same baseline with every figure multiplied by `factor` (acceptance runs)."""
         return replace(
             self, value=self.value * factor, runs=tuple(replace(r, value=r.value * factor) for r in self.runs)
@@ -364,7 +364,7 @@ class _Basis:
     note: str = ""
 
 
-def _bases(metric: Metric, reference: Reference, threshold: Threshold) -> list[_Basis]:
+def _bases(metric: Metric, baseline: Baseline, threshold: Threshold) -> list[_Basis]:
     """What the metric may be compared on: its figure always; for a per-clock metric whose window
     or baseline sat at the power cap, with clocks known on both sides, also per clock cycle; for a
     metric that is not wholly `clock_bound` (a training step, partly bound by memory and launches),
@@ -374,27 +374,27 @@ def _bases(metric: Metric, reference: Reference, threshold: Threshold) -> list[_
     smaller clock_min_band applies where the clock part of run-to-run drift is seen: per clock, with
     both clocks known and no cap, or with the spread of three or more folded runs."""
     window = _window_clock(metric)
-    now_mhz, then_mhz = window.get("mean_mhz"), reference.window_clock_mhz
+    now_mhz, then_mhz = window.get("mean_mhz"), baseline.window_clock_mhz
     clocks_known = bool(now_mhz and then_mhz) and threshold.per_clock
-    capped = max(window.get("capped_share") or 0.0, reference.capped_share or 0.0) >= CAPPED_SHARE
-    spread_known = reference.run_spread(per_clock=False) is not None
+    capped = max(window.get("capped_share") or 0.0, baseline.capped_share or 0.0) >= CAPPED_SHARE
+    spread_known = baseline.run_spread(per_clock=False) is not None
     bases = [
         _Basis(
             "throughput",
             metric.value,
-            reference.value,
+            baseline.value,
             metric.dispersion,
-            reference.dispersion,
+            baseline.dispersion,
             clocks_known and (not capped or spread_known),
         )
     ]
-    reference_per_clock = reference.per_clock()
+    baseline_per_clock = baseline.per_clock()
     if (
         clocks_known
         and now_mhz is not None
         and then_mhz is not None
         and capped
-        and reference_per_clock
+        and baseline_per_clock
         and metric.better == "higher"
         and (threshold.clock_bound or now_mhz <= then_mhz)
     ):
@@ -402,23 +402,23 @@ def _bases(metric: Metric, reference: Reference, threshold: Threshold) -> list[_
             _Basis(
                 "per-clock",
                 metric.value / now_mhz,
-                reference_per_clock,
+                baseline_per_clock,
                 window.get("per_clock_dispersion"),
-                reference.per_clock_dispersion,
+                baseline.per_clock_dispersion,
                 True,
                 f"judged per clock cycle (the device sat at its power or thermal cap): mean clock {now_mhz:.0f} MHz now "
-                f"vs {then_mhz:.0f} MHz at baseline, throughput ratio {metric.value / reference.value:.3f}",
+                f"vs {then_mhz:.0f} MHz at baseline, throughput ratio {metric.value / baseline.value:.3f}",
             )
         )
     return bases
 
 
-def _noise(basis: _Basis, reference: Reference) -> float:
+def _noise(basis: _Basis, baseline: Baseline) -> float:
     """The relative noise of the comparison. With folded runs: the between-run spread (a new run
     deviates from the stack's mean at least as much as the runs did, plus the error of their
     median); else the root-sum-square of both windows' own noise."""
     own = relative_noise(basis.own_dispersion)
-    spread = reference.run_spread(basis.name == "per-clock")
+    spread = baseline.run_spread(basis.name == "per-clock")
     if spread is not None:
         between, runs = spread
         return combined_noise(between * math.sqrt(math.pi / (2 * runs)), max(between, own))
@@ -443,7 +443,7 @@ def _too_blunt(threshold: Threshold, detectable: float) -> str:
 
 def judge(
     metric: Metric,
-    reference: Reference | None,
+    baseline: Baseline | None,
     threshold: Threshold,
     device_key: str,
     update_command: str,
@@ -454,7 +454,7 @@ def judge(
     and `update_command`, the command that re-records it (not after contention or throttling: such
     a run must not become the baseline). The metric's name is not repeated: every place that shows
     a message puts the name before it."""
-    if reference is None:
+    if baseline is None:
         own = relative_noise(metric.dispersion)
         detectable = detectable_change(threshold.allowed(own), own * math.sqrt(2))
         if threshold.informational:
@@ -464,10 +464,10 @@ def judge(
         return Judgement(
             Verdict.NO_BASELINE, f"no baseline on {device_key}; run {update_command}", detectable=detectable
         )
-    if (reference.unit, reference.better) != (metric.unit, metric.better):
+    if (baseline.unit, baseline.better) != (metric.unit, metric.better):
         return Judgement(
             Verdict.MISMATCH,
-            f"the baseline is in {reference.unit} ({reference.better} is better) but this run "
+            f"the baseline is in {baseline.unit} ({baseline.better} is better) but this run "
             f"measures {metric.unit} ({metric.better} is better); re-record it with {update_command}",
             category="configuration",
             fix=f"re-record the baselines whose unit or direction changed with {update_command}",
@@ -475,9 +475,9 @@ def judge(
     # The basis with the narrower band, decided before the ratio is looked at: per clock cycle for
     # a kernel the clock paces, throughput for a step bound by launches or memory.
     judged = []
-    for index, candidate in enumerate(_bases(metric, reference, threshold)):
-        candidate_noise = _noise(candidate, reference)
-        judged.append((threshold.allowed(candidate_noise, candidate.clocks_known), -index, candidate_noise, candidate))
+    for index, option in enumerate(_bases(metric, baseline, threshold)):
+        option_noise = _noise(option, baseline)
+        judged.append((threshold.allowed(option_noise, option.clocks_known), -index, option_noise, option))
     allowed, _, noise, basis = min(judged, key=lambda item: item[:2])
     if len(judged) > 1 and basis.name == "throughput":
         per_clock_band = judged[1][0]
@@ -494,7 +494,7 @@ def judge(
     change = abs(ratio - 1)
     compared = "; " + basis.note if basis.note else ""
     summary = (
-        f"{format_number(metric.value)} {metric.unit} vs baseline {format_number(reference.value)} "
+        f"{format_number(metric.value)} {metric.unit} vs baseline {format_number(baseline.value)} "
         f"(ratio {ratio:.3f}, allowed {threshold.describe(noise, basis.clocks_known)}{compared}; "
         f"catches a {detectable:.1%} change)"
     )
@@ -505,7 +505,7 @@ def judge(
         noise=noise,
         basis=basis.name,
         detectable=detectable,
-        throughput_ratio=metric.value / reference.value if basis.name != "throughput" else None,
+        throughput_ratio=metric.value / baseline.value if basis.name != "throughput" else None,
     )
     blunt = _too_blunt(threshold, detectable)
     if threshold.informational or blunt:
@@ -518,9 +518,9 @@ def judge(
         cause = attribute(
             metric.name,
             metric.extra.get("telemetry") or {},
-            reference.clock_mhz,
+            baseline.clock_mhz,
             change,
-            window=(window.get("mean_mhz"), reference.window_clock_mhz, tuple(window.get("reasons") or ())),
+            window=(window.get("mean_mhz"), baseline.window_clock_mhz, tuple(window.get("reasons") or ())),
             per_clock=basis.name == "per-clock",
         )
         update = f". If this is expected, re-record with {update_command}" if cause.category == "performance" else ""
@@ -587,11 +587,11 @@ def gated_dispersion(metric: Metric, basis: str) -> float | None:
     return metric.dispersion
 
 
-def reference_from_entry(entry: Mapping[str, Any]) -> Reference:
-    """A baseline file entry -> the Reference the gate compares with."""
+def baseline_from_entry(entry: Mapping[str, Any]) -> Baseline:
+    """A baseline file entry -> the Baseline the gate compares with."""
     provenance = entry.get("provenance") or {}
     clock = entry.get("clock") or {}
-    return Reference(
+    return Baseline(
         value=float(entry["value"]),
         unit=str(entry["unit"]),
         better=str(entry["better"]),
