@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rocm_validate.results.sizes import size_label
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
-DIP_FLOOR = 0.05  # ROCm/cvs check_bw_dip: a drop of more than 5% from one size to the next
+DIP_MIN_DROP = 0.05  # ROCm/cvs check_bw_dip: a drop of more than 5% from one size to the next
 
 
 def bus_factor(op: str, world: int) -> float:
