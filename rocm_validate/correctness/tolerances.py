@@ -58,18 +58,17 @@ class Tolerance:
     k_norm: float | None = None
     model: ErrorModel | None = None
     accuracy: Accuracy | None = None
-    # The former name of rtol_of_max, still read: `Tolerance(rtol=...)` warns and sets rtol_of_max.
-    rtol: InitVar[float | None] = None
+    rtol: InitVar[float | None] = None  # the former name of rtol_of_max: still read, with a warning
 
-    def __post_init__(self, rtol: float | None) -> None:
-        if rtol is not None:
+    def __post_init__(self, former_rtol: float | None) -> None:
+        if former_rtol is not None:
             warnings.warn(
                 "Tolerance(rtol=...) is now Tolerance(rtol_of_max=...): a fraction of max|golden| over the whole "
                 "tensor, not torch.testing's per-element rtol",
                 DeprecationWarning,
                 stacklevel=3,
             )
-            object.__setattr__(self, "rtol_of_max", rtol)
+            object.__setattr__(self, "rtol_of_max", former_rtol)
         bounds = (self.k, self.min_sqnr_db, self.k_norm, self.model, self.accuracy)
         if all(bound is None for bound in bounds):
             raise ValueError(
