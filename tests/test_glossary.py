@@ -172,7 +172,8 @@ def misuses(package: Path) -> tuple[Misuse, ...]:
 
 # --- the docs: the phrases the renamed meanings had ---------------------------------------------
 DOC_PHRASES = {
-    r"max\(floor|floor, k x|clock_floor|lean_floor|lean floor|noise_floor": "min_band, min_lean or allowance",
+    r"max\(floor|floor, k x|clock.floor|lean.floor|noise.floor": "min_band, min_lean or allowance",
+    r"SQNR floor|dB floor": "minimum SQNR",
     r"k [x×] (combined )?noise|cap / k\b": "noise_multiple",
     r"gate\.Reference|reference_from_entry|\.reference\(": "gate.Baseline",
     r"\brtol\b(?!_of_max)": "rtol_of_max",
