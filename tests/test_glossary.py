@@ -210,6 +210,12 @@ def test_the_package_uses_the_word_in_the_glossary_s_meaning_only(word: str) -> 
     assert not found, "\n".join(found)
 
 
+@pytest.mark.parametrize("word", sorted(RULES))
+def test_the_suites_use_the_word_in_the_glossary_s_meaning_only(word: str) -> None:
+    found = [f"suites/{m}" for m in misuses(ROOT / "suites") if m.word == word]
+    assert not found, "\n".join(found)
+
+
 def test_the_docs_use_the_names_the_glossary_gives_the_other_meanings() -> None:
     docs = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
     found = [line for doc in docs if doc.exists() for line in doc_misuses(doc.read_text(), doc.name)]
