@@ -38,7 +38,7 @@ def test_the_suite_passes_at_world_size_2_over_gloo_and_records_bus_bandwidth(py
     )
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and outcomes.get("failed", 0) == 0, result.stdout.str()[-3000:]
-    assert outcomes["passed"] == 11 and outcomes["skipped"] == 6, outcomes  # no baselines yet: gated tests skip
+    assert outcomes["passed"] == 23 and outcomes["skipped"] == 12, outcomes  # no baselines yet: gated tests skip
     result.stdout.fnmatch_lines(
         [
             "*no baseline for collective.all_reduce.2ranks.4kib, *; run pytest --rocm-suite=collectives "
@@ -50,6 +50,9 @@ def test_the_suite_passes_at_world_size_2_over_gloo_and_records_bus_bandwidth(py
     assert {"collective.all_reduce.2ranks.1mib", "collective.all_to_all.2ranks.4kib", "p2p.rank0-rank1.64kib"} <= names
     busbw = next(m for m in report["metrics"] if m["name"] == "collective.all_reduce.2ranks.1mib")
     assert busbw["unit"] == "GB/s" and busbw["value"] > 0 and busbw["extra"]["collective"] == "all_reduce"
+    bf16 = next(m for m in report["metrics"] if m["name"] == "collective.reduce_scatter_bf16.2ranks.64kib")
+    assert bf16["extra"]["dtype"] == "bfloat16" and 0 < bf16["extra"]["error_ratio"] <= 1
+    assert "collective.all_gather_fp8e5m2.2ranks.4kib" in names
 
 
 PLANTED = """
@@ -74,7 +77,7 @@ def test_a_planted_wrong_all_reduce_on_one_rank_fails_naming_that_rank(pytester:
     result = pytester.runpytest(
         "suites/collectives", "--rocm-device=cpu", "-k", "expected_result", "-p", "no:cacheprovider"
     )
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=6, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*all_reduce gave the wrong result:",
@@ -82,6 +85,21 @@ def test_a_planted_wrong_all_reduce_on_one_rank_fails_naming_that_rank(pytester:
         ]
     )
     assert "rank 0 on the CPU:" not in result.stdout.str()
+
+
+def test_a_rank_that_drops_its_bf16_gradient_from_the_reduction_is_named(tmp_path: Path) -> None:
+    plan = dataclasses.replace(
+        QUICK,
+        ops=("reduce_scatter_bf16",),
+        training_sizes=(4096,),
+        faults=(Fault("reduce_scatter_bf16", 1, "corrupt"),),
+    )
+    outcome = launch(plan, cpu_world(2), os.environ, tmp_path)
+    [failure] = outcome.data_failures("reduce_scatter_bf16")
+    assert failure.startswith(
+        "reduce_scatter_bf16 4KiB: rank 1 on the CPU: 147 / 1024 elements beyond the bfloat16 reduction's error bound"
+    )
+    assert not outcome.passed and outcome.steps_of("reduce_scatter_bf16")[0].error_ratio > 1
 
 
 def _ranks_left() -> list[int]:
@@ -166,10 +184,10 @@ def test_one_gpu_skips_the_suite_with_the_need_and_the_fix(pytester: pytest.Pyte
     (suites / "collectives").mkdir()
     (suites / "collectives" / "test_collectives.py").write_text(SUITE.read_text())
     result = pytester.runpytest("--rocm-suite=collectives", "--rocm-device=0", "-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(skipped=17)
+    result.assert_outcomes(skipped=35)
     result.stdout.fnmatch_lines(
         [
-            "*17 skipped: needs two or more GPUs for collectives, found 1 (GPU 0 (BDF *)); "
+            "*35 skipped: needs two or more GPUs for collectives, found 1 (GPU 0 (BDF *)); "
             "select several with --rocm-device=all or a list such as --rocm-device=0,1*"
         ]
     )

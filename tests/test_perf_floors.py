@@ -10,6 +10,7 @@ import fake_devices
 import pytest
 
 from rocm_validate.collectives.busbw import COLLECTIVES
+from rocm_validate.collectives.formats import TRAINING_COLLECTIVES
 from rocm_validate.errors import BaselineError
 from rocm_validate.perf import floors, gate
 from rocm_validate.platform.devices import DeviceInfo
@@ -196,6 +197,19 @@ def test_no_nvlink_floor_is_above_any_of_the_four_runs_the_2_x_h200_measured():
     for name in [*GATED, "p2p.gpu0-gpu1.256mib"]:
         floor = floors.shipped_floor(H200, name)
         assert floor.value < 0.85 * runs[name], (name, floor.value, runs[name])
+
+
+TRAINING_MEASURED = MEASUREMENTS.parent / "collectives-training-2xh200-2026-11-28.json"
+
+
+def test_the_training_collectives_at_256_mib_have_floors_below_every_run_the_2_x_h200_measured():
+    measured = json.loads(TRAINING_MEASURED.read_text())["metrics"]
+    for op in TRAINING_COLLECTIVES:
+        name = f"collective.{op}.2ranks.256mib"
+        floor = floors.shipped_floor(H200, name)
+        assert floor is not None and "DCGM rule" in floor.source, name
+        assert floor.value < 0.85 * min(measured[name]["busbw_gbps"]), (name, floor.value)
+    assert floors.shipped_floor(H200, "collective.all_reduce_bf16.2ranks.16mib") is None
 
 
 def test_an_mi300x_node_gets_amds_all_reduce_and_transferbench_figures_with_their_sources():

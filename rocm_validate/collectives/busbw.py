@@ -6,7 +6,8 @@ all_reduce and broadcast, the gathered output of all_gather, the scattered input
 reduce_scatter, the exchanged buffer of all_to_all), and the bus bandwidth busbw = algbw x a
 factor that makes it comparable with the hardware's link speed whatever n is:
 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and all_to_all, 1 for broadcast
-(nccl-tests doc/PERFORMANCE.md, src/*.cu `GetBw`).
+(nccl-tests doc/PERFORMANCE.md, src/*.cu `GetBw`), whatever the data type (`-d bfloat16`): the
+training collectives (`formats.py`) use the same factors, S counted in their own bytes.
 
 A bus bandwidth that falls as the message grows is a fault of its own (a protocol switch gone
 wrong, a link dropping to a slower path): ROCm/cvs `check_bw_dip` fails a drop of more than 5%
@@ -18,14 +19,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rocm_validate.collectives.formats import TRAINING_COLLECTIVES, split
 from rocm_validate.results.sizes import size_label
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+EVERY_COLLECTIVE: tuple[str, ...] = COLLECTIVES + TRAINING_COLLECTIVES  # float32, then as training calls them
 DIP_MIN_DROP = 0.05  # ROCm/cvs check_bw_dip: a drop of more than 5% from one size to the next
 
 
-def bus_factor(op: str, world: int) -> float:
-    """busbw / algbw for `op` over `world` ranks (nccl-tests)."""
+def bus_factor(name: str, world: int) -> float:
+    """busbw / algbw for collective `name` over `world` ranks (nccl-tests; the same in every data
+    type: 'all_reduce_bf16' is an all_reduce)."""
+    op = split(name)[0]
     if world < 1:
         raise ValueError(f"a world has at least one rank, found {world}")
     if op == "all_reduce":
@@ -34,7 +39,7 @@ def bus_factor(op: str, world: int) -> float:
         return (world - 1) / world
     if op in ("broadcast", "p2p"):
         return 1.0
-    raise ValueError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVES)}, p2p")
+    raise ValueError(f"unknown collective {name!r}; known: {', '.join(EVERY_COLLECTIVE)}, p2p")
 
 
 def algbw_gbps(nbytes: int, seconds: float) -> float:

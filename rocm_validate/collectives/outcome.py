@@ -3,7 +3,8 @@
 A step (one collective at one size) is timed on every rank in rounds; a round's time is the mean
 over ranks of its seconds per call (nccl-tests' default `-a 1`), the step's time is the mean of
 its rounds, and the spread of the rounds (IQR / median) is its noise, as the perf gate reads it.
-A step fails when any rank's data differs (that rank is named) or a rank did not report it. A
+A step fails when any rank's data differs (that rank is named) or a rank did not report it; a
+training reduction (bf16 / fp16) also carries its margin, the largest error / bound on any rank. A
 rank that died, hung or stopped on an error is a problem of the whole group, named first.
 """
 
@@ -28,6 +29,7 @@ _STEP = {
         "seconds": {"type": "array", "items": {"type": "number"}},
         "busbw_gbps": {"type": ["number", "null"]},
         "algbw_gbps": {"type": ["number", "null"]},
+        "error_ratio": {"type": ["number", "null"]},
         "mismatches": {"type": "array", "items": {"type": "string"}},
         "missing": {"type": "array", "items": {"type": "string"}},
     },
@@ -99,6 +101,7 @@ class StepOutcome:
     seconds: tuple[float, ...]  # per round: seconds per call, mean over ranks
     mismatches: tuple[str, ...] = ()  # 'rank 1 (GPU 3): 12 / 1024 elements differ ...'
     missing: tuple[str, ...] = ()  # ranks that did not report this step
+    error_ratio: float | None = None  # a training reduction's largest error / bound over the ranks
 
     @property
     def label(self) -> str:
@@ -201,17 +204,19 @@ class WorldOutcome:
 
     def table(self) -> list[str]:
         """Bus bandwidth per collective and size, then the pairs, as text."""
-        lines = [f"{'collective':<16}{'size':>8}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  data"]
+        lines = [f"{'collective':<22}{'size':>8}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  data"]
         for step in sorted(self.steps, key=lambda s: (s.op, s.nbytes)):
             time = "-" if step.time_s is None else f"{step.time_s * 1e6:.1f}"
             data = "ok" if not (step.mismatches or step.missing) else "WRONG" if step.mismatches else "missing"
+            if step.error_ratio is not None:
+                data += f" (error / bound {step.error_ratio:.3g})"
             lines.append(
-                f"{step.op:<16}{size_label(step.nbytes):>8}{time:>12}{step.algbw or 0:>12.3f}{step.busbw or 0:>12.3f}  {data}"
+                f"{step.op:<22}{size_label(step.nbytes):>8}{time:>12}{step.algbw or 0:>12.3f}{step.busbw or 0:>12.3f}  {data}"
             )
         for pair in self.pairs:
             data = "ok" if not (pair.mismatch or pair.missing) else "WRONG" if pair.mismatch else "missing"
             lines.append(
-                f"p2p {pair.src} -> {pair.dst:<7}{size_label(pair.nbytes):>8}{'':>12}{pair.bandwidth or 0:>12.3f}{'':>12}  {data}"
+                f"p2p {pair.src} -> {pair.dst:<13}{size_label(pair.nbytes):>8}{'':>12}{pair.bandwidth or 0:>12.3f}{'':>12}  {data}"
             )
         return lines + [f"problem: {p}" for p in self.problems]
 
@@ -220,19 +225,22 @@ def _step_outcome(
     op: str, nbytes: int, reports: Sequence[tuple[str, Mapping[str, Any] | None]], world: int
 ) -> StepOutcome:
     rounds: list[list[float]] = []
-    mismatches, missing = [], []
+    mismatches, missing, ratios = [], [], []
     for label, step in reports:
         if step is None:
             missing.append(label)
             continue
         if step.get("mismatch"):
             mismatches.append(f"{label}: {step['mismatch']}")
+        if step.get("error_ratio") is not None:
+            ratios.append(float(step["error_ratio"]))
         for i, seconds in enumerate(step.get("seconds") or []):
             while len(rounds) <= i:
                 rounds.append([])
             rounds[i].append(float(seconds))
     per_round = tuple(sum(r) / len(r) for r in rounds if r)
-    return StepOutcome(op, nbytes, world, per_round, tuple(mismatches), tuple(missing))
+    ratio = max(ratios) if ratios else None
+    return StepOutcome(op, nbytes, world, per_round, tuple(mismatches), tuple(missing), ratio)
 
 
 def summarize(

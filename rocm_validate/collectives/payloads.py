@@ -25,10 +25,10 @@ def pattern(rank: int, count: int, device: Any, offset: int = 0) -> torch.Tensor
     return (((index % 61) * 7 + (rank * 13) % 61) % 61 + 1).to(torch.float32)
 
 
-def element_count(nbytes: int, world: int) -> int:
+def element_count(nbytes: int, world: int, element_bytes: int = ELEMENT_BYTES) -> int:
     """Elements of the largest buffer: as many as fit in `nbytes`, a multiple of `world` so
     every rank's chunk is equal (at least one element each)."""
-    return max(world, (nbytes // ELEMENT_BYTES) // world * world)
+    return max(world, (nbytes // element_bytes) // world * world)
 
 
 def _gather(output: torch.Tensor, chunk: torch.Tensor) -> Any:
@@ -82,6 +82,11 @@ def expected(op: str, rank: int, world: int, count: int, device: Any) -> torch.T
     if op == "all_to_all":
         return torch.cat([pattern(j, chunk, device, rank * chunk) for j in range(world)])
     raise ValueError(f"unknown collective {op!r}")
+
+
+def check(op: str, rank: int, world: int, count: int, recv: torch.Tensor) -> str | None:
+    """None when rank `rank`'s result of `op` is exactly what it must hold."""
+    return mismatch(recv, expected(op, rank, world, count, recv.device))
 
 
 def mismatch(found: torch.Tensor, want: torch.Tensor) -> str | None:

@@ -12,7 +12,8 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from rocm_validate.collectives.busbw import COLLECTIVES
+from rocm_validate.collectives.busbw import EVERY_COLLECTIVE
+from rocm_validate.collectives.formats import TRAINING_COLLECTIVES
 from rocm_validate.results.sizes import parse_size, size_label
 
 FAULT_KINDS = ("corrupt", "hang", "exit")
@@ -30,10 +31,10 @@ class Fault:
     kind: str
 
     def __post_init__(self) -> None:
-        if self.step not in (*COLLECTIVES, "p2p") or self.kind not in FAULT_KINDS or self.rank < 0:
+        if self.step not in (*EVERY_COLLECTIVE, "p2p") or self.kind not in FAULT_KINDS or self.rank < 0:
             raise ValueError(
                 f"fault {self.step}:{self.rank}:{self.kind}: expected STEP:RANK:KIND with STEP one of "
-                f"{', '.join(COLLECTIVES)}, p2p and KIND one of {', '.join(FAULT_KINDS)}"
+                f"{', '.join(EVERY_COLLECTIVE)}, p2p and KIND one of {', '.join(FAULT_KINDS)}"
             )
 
     def argument(self) -> str:
@@ -49,7 +50,8 @@ class Fault:
 
 @dataclass(frozen=True)
 class Plan:
-    """The collectives and sizes to run, how long to time them, and how long a rank may wait."""
+    """The collectives and sizes to run, how long to time them, and how long a rank may wait.
+    The training collectives (bf16 / fp16 reductions, FP8 all-gathers) run at `training_sizes`."""
 
     sizes: tuple[int, ...]
     warmup: int
@@ -57,8 +59,9 @@ class Plan:
     rounds: int  # timed rounds: their spread is the measurement's noise
     p2p_bytes: int  # 0: no peer-to-peer copies
     timeout_s: float
-    ops: tuple[str, ...] = COLLECTIVES
+    ops: tuple[str, ...] = EVERY_COLLECTIVE
     faults: tuple[Fault, ...] = field(default=())
+    training_sizes: tuple[int, ...] = ()
 
     def arguments(self) -> list[str]:
         """The rank program's command line for this plan."""
@@ -67,6 +70,8 @@ class Plan:
             ",".join(self.ops),
             "--sizes",
             ",".join(size_label(s) for s in self.sizes),
+            "--training-sizes",
+            ",".join(size_label(s) for s in self.training_sizes),
             "--warmup",
             str(self.warmup),
             "--iters",
@@ -82,6 +87,10 @@ class Plan:
             words += ["--fault", fault.argument()]
         return words
 
+    def sizes_of(self, op: str) -> tuple[int, ...]:
+        """The message sizes collective `op` runs at."""
+        return self.training_sizes if op in TRAINING_COLLECTIVES else self.sizes
+
     def fault(self, step: str, rank: int) -> Fault | None:
         return next((f for f in self.faults if f.step == step and f.rank == rank), None)
 
@@ -94,10 +103,20 @@ GPU_PLAN = Plan(
     rounds=5,
     p2p_bytes=256 * MIB,
     timeout_s=DEFAULT_TIMEOUT_S["gpu"],
+    training_sizes=(16 * MIB, 256 * MIB),
 )
 CPU_PLAN = Plan(
-    sizes=(4096, 64 * 1024, MIB), warmup=1, iters=3, rounds=3, p2p_bytes=64 * 1024, timeout_s=DEFAULT_TIMEOUT_S["cpu"]
+    sizes=(4096, 64 * 1024, MIB),
+    warmup=1,
+    iters=3,
+    rounds=3,
+    p2p_bytes=64 * 1024,
+    timeout_s=DEFAULT_TIMEOUT_S["cpu"],
+    training_sizes=(4096, 64 * 1024),
 )
+# The extended level runs the training collectives at every size of the float32 ones: the
+# standard level keeps two (a latency-bound one and one that gates the link) for its time budget.
+EXTENDED_LEVEL = "extended"
 
 
 # Every pair copies once per round: n(n-1)/2 pairs grow fast (2016 for 64 CPX partitions), so a
@@ -106,13 +125,15 @@ P2P_FULL_WORLD = 8
 P2P_LARGE_WORLD_BYTES = 32 * MIB
 
 
-def plan_for(library: str, world: int) -> Plan:
-    """The plan of a world: the GPU plan for nccl (smaller peer-to-peer copies beyond 8 ranks), the CPU plan for gloo."""
-    if library != "nccl":
-        return CPU_PLAN
-    if world <= P2P_FULL_WORLD:
-        return GPU_PLAN
-    return replace(GPU_PLAN, p2p_bytes=P2P_LARGE_WORLD_BYTES)
+def plan_for(library: str, world: int, level: str = "standard") -> Plan:
+    """The plan of a world: the GPU plan for nccl (smaller peer-to-peer copies beyond 8 ranks), the
+    CPU plan for gloo; at the extended level, the training collectives at every size."""
+    base = CPU_PLAN if library != "nccl" else GPU_PLAN
+    if level == EXTENDED_LEVEL:
+        base = replace(base, training_sizes=base.sizes)
+    if library != "nccl" or world <= P2P_FULL_WORLD:
+        return base
+    return replace(base, p2p_bytes=P2P_LARGE_WORLD_BYTES)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -130,8 +151,13 @@ def parser() -> argparse.ArgumentParser:
         default="auto",
         help="the collective library (torch.distributed's backend); auto: nccl (RCCL on ROCm) when a GPU is visible, else gloo",
     )
-    p.add_argument("--ops", default=",".join(COLLECTIVES), help="comma-separated collectives")
+    p.add_argument("--ops", default=",".join(EVERY_COLLECTIVE), help="comma-separated collectives")
     p.add_argument("--sizes", default=None, help="message sizes, e.g. 1MiB,256MiB (default: the GPU or CPU plan's)")
+    p.add_argument(
+        "--training-sizes",
+        default=None,
+        help=f"message sizes of the training collectives ({', '.join(TRAINING_COLLECTIVES)}; default: the plan's)",
+    )
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--iters", type=int, default=None, help="calls per timed round")
     p.add_argument("--rounds", type=int, default=None, help="timed rounds")
@@ -147,9 +173,9 @@ def plan_from_arguments(args: argparse.Namespace, gpu: bool) -> Plan:
     """The plan a rank runs: the GPU or CPU defaults, with the options given; ValueError on a bad one."""
     base = GPU_PLAN if gpu else CPU_PLAN
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
-    unknown = [op for op in ops if op not in COLLECTIVES]
+    unknown = [op for op in ops if op not in EVERY_COLLECTIVE]
     if unknown or not ops:
-        raise ValueError(f"--ops: unknown {', '.join(unknown) or 'empty list'}; known: {', '.join(COLLECTIVES)}")
+        raise ValueError(f"--ops: unknown {', '.join(unknown) or 'empty list'}; known: {', '.join(EVERY_COLLECTIVE)}")
     counts = {"warmup": args.warmup, "iters": args.iters, "rounds": args.rounds}
     bad = [
         f"--{name}={value}"
@@ -159,7 +185,8 @@ def plan_from_arguments(args: argparse.Namespace, gpu: bool) -> Plan:
     if bad:
         raise ValueError(f"{', '.join(bad)}: expected a whole number (at least 1 timed round of 1 call)")
     return Plan(
-        sizes=tuple(parse_size(s) for s in args.sizes.split(",")) if args.sizes else base.sizes,
+        sizes=_sizes(args.sizes) if args.sizes else base.sizes,
+        training_sizes=base.training_sizes if args.training_sizes is None else _sizes(args.training_sizes),
         warmup=base.warmup if args.warmup is None else args.warmup,
         iters=base.iters if args.iters is None else args.iters,
         rounds=base.rounds if args.rounds is None else args.rounds,
@@ -168,6 +195,10 @@ def plan_from_arguments(args: argparse.Namespace, gpu: bool) -> Plan:
         ops=ops,
         faults=tuple(Fault.parse(f) for f in args.fault),
     )
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(parse_size(s) for s in text.split(",") if s.strip())
 
 
 @dataclass(frozen=True)

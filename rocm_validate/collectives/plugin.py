@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from rocm_validate.collectives.formats import split
 from rocm_validate.collectives.outcome import PairOutcome, StepOutcome, WorldOutcome, group_failure
 from rocm_validate.collectives.plan import (
     DEFAULT_CPU_RANKS,
@@ -116,7 +117,7 @@ class CollectiveRun:
     def require_complete(self, op: str) -> None:
         """Fail naming the rank that died or hung when `op` was not measured everywhere."""
         __tracebackhide__ = True
-        problem = self.outcome.incomplete(op, len(self.plan.sizes))
+        problem = self.outcome.incomplete(op, len(self.plan.sizes_of(op)))
         if problem:
             self.fail_for_group(problem)
 
@@ -128,7 +129,7 @@ class CollectiveRun:
         fail_as(category, message, fix)
 
     def metric_name(self, step: StepOutcome) -> str:
-        """'collective.all_reduce.8ranks.256mib'."""
+        """'collective.all_reduce.8ranks.256mib'; 'collective.all_reduce_bf16.8ranks.256mib' in bf16."""
         return f"collective.{step.op}.{self.world.size}ranks.{size_label(step.nbytes).lower()}"
 
     def pair_name(self, pair: PairOutcome) -> str:
@@ -140,15 +141,20 @@ class CollectiveRun:
         return f"{self.world.subjects[pair.src]} -> {self.world.subjects[pair.dst]}"
 
     def step_extra(self, step: StepOutcome) -> dict[str, Any]:
-        """What a busbw metric carries besides its value (the plots read op and size)."""
-        return {
+        """What a busbw metric carries besides its value (the plots read op and size), and a
+        training reduction's margin (its largest error / bound)."""
+        extra = {
             COLLECTIVE_KEY: step.op,
             BYTES_KEY: step.nbytes,
             "world": step.world,
             "library": self.world.library,
+            "dtype": split(step.op)[1].dtype,
             "algbw_gbps": step.algbw,
             "seconds": list(step.seconds),
         }
+        if step.error_ratio is not None:
+            extra["error_ratio"] = step.error_ratio
+        return extra
 
 
 @pytest.fixture(scope="session")
@@ -162,9 +168,9 @@ def collective_world(pytestconfig: pytest.Config) -> WorldSpec:
 
 @pytest.fixture(scope="session")
 def collective_plan(pytestconfig: pytest.Config, collective_world: WorldSpec) -> Plan:
-    """What the world runs: the GPU or CPU plan, with --rocm-collective-timeout."""
+    """What the world runs: the GPU or CPU plan of the run's level, with --rocm-collective-timeout."""
     timeout_s = pytestconfig.stash[SETTINGS_KEY].timeout_s
-    base = plan_for(collective_world.library, collective_world.size)
+    base = plan_for(collective_world.library, collective_world.size, run_state(pytestconfig).settings.level)
     return base if timeout_s is None else replace(base, timeout_s=timeout_s)
 
 

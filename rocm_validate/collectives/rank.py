@@ -28,7 +28,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rocm_validate.collectives import payloads
+from rocm_validate.collectives import payloads, training_payloads
+from rocm_validate.collectives.formats import TRAINING_COLLECTIVES, split
 from rocm_validate.collectives.outcome import REPORT_SCHEMA, summarize
 from rocm_validate.collectives.plan import Plan, parser, plan_from_arguments
 from rocm_validate.results.sizes import size_label
@@ -106,21 +107,37 @@ class Rank:
         return rounds
 
     def step(self, op: str, nbytes: int) -> dict[str, Any]:
-        """One collective at one size: called once and checked bit for bit, then timed on zeros."""
-        count = payloads.element_count(nbytes, self.world)
-        self.enter(f"{op} {size_label(count * payloads.ELEMENT_BYTES)}")
-        send, recv = payloads.buffers(op, self.rank, self.world, count, self.device)
+        """One collective at one size: called once and checked (bit for bit, or a training
+        reduction within its error bound), then timed on zeros."""
+        training = op in TRAINING_COLLECTIVES
+        element_bytes = split(op)[1].nbytes
+        count = payloads.element_count(nbytes, self.world, element_bytes)
+        self.enter(f"{op} {size_label(count * element_bytes)}")
+        chosen = training_payloads if training else payloads
+        send, recv = chosen.buffers(op, self.rank, self.world, count, self.device)
         self.planted(op, "before")
-        payloads.call(op, send, recv)
+        chosen.call(op, send, recv)
         self.sync()
-        if self.planted(op, "after"):
-            recv.view(-1)[::7] += 1
-        problem = payloads.mismatch(recv, payloads.expected(op, self.rank, self.world, count, self.device))
+        ratio = None
+        if training:
+            if self.planted(op, "after"):
+                training_payloads.corrupt(op, self.rank, self.world, count, recv)
+            problem, ratio = training_payloads.check(op, self.rank, self.world, count, recv)
+        else:
+            if self.planted(op, "after"):
+                recv.view(-1)[::7] += 1
+            problem = payloads.check(op, self.rank, self.world, count, recv)
         send.zero_()
         recv.zero_()
         self.barrier()
-        seconds = self.timed(lambda: payloads.call(op, send, recv))
-        return {"op": op, "bytes": count * payloads.ELEMENT_BYTES, "mismatch": problem, "seconds": seconds}
+        seconds = self.timed(lambda: chosen.call(op, send, recv))
+        return {
+            "op": op,
+            "bytes": count * element_bytes,
+            "mismatch": problem,
+            "error_ratio": ratio,
+            "seconds": seconds,
+        }
 
     def copy(self, src: int, dst: int) -> dict[str, Any] | None:
         """One peer-to-peer copy src -> dst, checked on dst; the other ranks only wait their turn."""
@@ -158,7 +175,7 @@ class Rank:
         result: dict[str, Any] = {**facts, "steps": [], "p2p": [], "error": None, "at": None}
         try:
             for op in self.plan.ops:
-                for nbytes in self.plan.sizes:
+                for nbytes in self.plan.sizes_of(op):
                     result["steps"].append(self.step(op, nbytes))
             if self.plan.p2p_bytes and self.world > 1:
                 for src in range(self.world):

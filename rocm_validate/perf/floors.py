@@ -197,6 +197,14 @@ _H200X2_BUSBW = {  # GB/s, the committed baseline (median of four runs)
     "collective.broadcast.2ranks.256mib": 354.0,
     "collective.broadcast.2ranks.1gib": 365.6,
     "p2p.*.256mib": 352.1,
+    # As training calls them, 256 MiB (the standard level's gated size), median of three runs
+    # (docs/measurements/collectives-training-2xh200-2026-11-28.json)
+    "collective.all_reduce_bf16.2ranks.256mib": 298.8,
+    "collective.all_reduce_fp16.2ranks.256mib": 299.0,
+    "collective.reduce_scatter_bf16.2ranks.256mib": 227.5,
+    "collective.reduce_scatter_fp16.2ranks.256mib": 227.7,
+    "collective.all_gather_fp8e4m3.2ranks.256mib": 241.9,
+    "collective.all_gather_fp8e5m2.2ranks.256mib": 242.5,
 }
 _SYSTEM_ACCEPTANCE = "AMD system acceptance (ROCm/system-acceptance-docs docs/gpus/{part}.md)"
 _RCCL_AT_8GB = (

@@ -1,5 +1,7 @@
 """Every collective over one process group of the selected devices (RCCL / NCCL on GPUs, gloo
-ranks on the CPU): the result on every rank exactly as expected, bus bandwidth per message size
+ranks on the CPU), in float32 and as training calls them (bf16 / fp16 gradient reductions, FP8
+all-gathers): the result on every rank exactly as expected (a bf16 / fp16 reduction within the
+error bound of its reduction order, against the float64 sum), bus bandwidth per message size
 against this device's baseline (the perf gate), no drop in bandwidth as messages grow, and a
 peer-to-peer copy between every pair of devices with the slow pair named.
 
@@ -12,22 +14,34 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.collectives.busbw import (
-    COLLECTIVES,
     DIP_MIN_DROP,
+    EVERY_COLLECTIVE,
     BandwidthPoint,
     find_dips,
 )
+from rocm_validate.collectives.formats import split
 from rocm_validate.results.peers import PeerSample, compare
 
+EXACT = tuple(op for op in EVERY_COLLECTIVE if split(op)[1].exact)
+ROUNDED = tuple(op for op in EVERY_COLLECTIVE if not split(op)[1].exact)
 
-@pytest.mark.parametrize("op", COLLECTIVES)
+
+@pytest.mark.parametrize("op", EXACT)
 def test_every_rank_holds_exactly_the_expected_result(collectives, op) -> None:
     collectives.require_complete(op)
     failures = collectives.outcome.data_failures(op)
     assert not failures, f"{op} gave the wrong result:\n" + "\n".join(failures)
 
 
-@pytest.mark.parametrize("op", COLLECTIVES)
+@pytest.mark.parametrize("op", ROUNDED)
+def test_every_rank_holds_the_sum_within_the_error_bound_of_any_reduction_order(collectives, op) -> None:
+    """|result - float64 sum| <= gamma_(n-1) sum|x| on every element of every rank (formats.sum_bound)."""
+    collectives.require_complete(op)
+    failures = collectives.outcome.data_failures(op)
+    assert not failures, f"{op} gave the wrong result:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("op", EVERY_COLLECTIVE)
 def test_bus_bandwidth_holds_its_baseline(collectives, op, perf) -> None:
     collectives.require_complete(op)
     for step in collectives.outcome.steps_of(op):
@@ -42,7 +56,7 @@ def test_bus_bandwidth_holds_its_baseline(collectives, op, perf) -> None:
         )
 
 
-@pytest.mark.parametrize("op", COLLECTIVES)
+@pytest.mark.parametrize("op", EVERY_COLLECTIVE)
 def test_bus_bandwidth_does_not_drop_as_messages_grow(collectives, op, noise_band) -> None:
     """cvs's rule (no drop of more than 5% to the next size), widened where the rounds' own noise
     says a larger drop is noise, by the perf gate's band for that metric."""
