@@ -36,15 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocm_validate.node.budget import (
-    TimeRow,
-    TimeUsed,
-    collectives_on_gpus,
-    measured_work,
-    node_time,
-    time_table,
-)
-from rocm_validate.node.work import BESIDE_SUITES
+from rocm_validate.core.suites import BESIDE_SUITES
+from rocm_validate.node.budget import collectives_on_gpus, measured_work, node_time
+from rocm_validate.results.time_used import TimeRow, TimeUsed, time_table
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_SCALING = REPO / "docs" / "measurements" / "collectives-scaling-cpu.json"

@@ -32,12 +32,13 @@ from rocm_validate.core.suites import (
     touches_suites,
 )
 from rocm_validate.errors import MarkerUsageError, UsageError
-from rocm_validate.node import workers as node
+from rocm_validate.node import plan
 from rocm_validate.results.metrics import Metric, Verdict, replace_properties
 
-NODE_PLUGIN_NAME = "rocm_validate_node"
-
 # Each concern registers its own hooks and fixtures; the suites' plugins import torch only inside them.
+# Hooks are registered two ways: these modules, and an instance for what holds one run's state
+# (the result collector below, core.outputs' and core.interruption's watchers), registered at
+# configure time because they are made from that run's config.
 pytest_plugins = (
     "rocm_validate.core.fixtures",
     "rocm_validate.core.oom",
@@ -45,6 +46,7 @@ pytest_plugins = (
     "rocm_validate.core.process_exit",  # os._exit in a test fails it, never a green exit without a verdict
     "rocm_validate.core.watchdog",  # ends a plain run whose test is stuck in native code past its timeout
     "rocm_validate.core.tunableop_file",  # --rocm-tunableop-file and the TunableOp fixtures
+    "rocm_validate.node.workers",  # pytest-xdist's hooks for whole-node runs: one pinned worker per GPU
     "rocm_validate.node.sharing",  # per-GPU, shared and node-wide work; what each worker of a node run keeps
     "rocm_validate.core.compile_cache",  # torch.compile's caches: one folder per run's workers, kept between runs
     "rocm_validate.perf.plugin",
@@ -83,13 +85,14 @@ def pytest_configure(config: pytest.Config) -> None:
     options.refuse_empty_values(config)
     claimed = outputs.claim_run_outputs(config)
     interruption.watch(config)  # Ctrl-C and SIGTERM end the run interrupted, never with a test counted passed
-    state = RunState(config=config, settings=options.resolve_settings(config, claimed.report, claimed.summary))
-    state.node = node.worker_facts(config)
+    settings = options.resolve_settings(config, claimed.report, claimed.summary)
+    state = RunState(config=config, settings=settings, resolve=plan.resolve)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(ResultCollector(state), COLLECTOR_NAME)
-    config.pluginmanager.register(node, NODE_PLUGIN_NAME)  # pytest-xdist's hooks for whole-node runs
     if _touches_suites(config):
-        node.configure_controller(config, state.settings)
+        from rocm_validate.node import workers  # a plugin module: see _timeout_note
+
+        workers.configure_controller(config, state.settings)
 
 
 def _touches_suites(config: pytest.Config) -> bool:
@@ -105,7 +108,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if _touches_suites(session.config):
         state = run_state(session.config)
         if state.settings.node_run and not is_xdist_worker(session.config):
-            node.start_controller(session.config, state)
+            from rocm_validate.node import workers  # a plugin module: see _timeout_note
+
+            workers.start_controller(session.config, state)
         device = state.device()
         _junit_suite_properties(session.config, device.device_key, device.torch_version)
 
@@ -122,11 +127,12 @@ def _junit_suite_properties(config: pytest.Config, device_key: str, torch_versio
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     from rocm_validate.core.header import header_lines
+    from rocm_validate.node import workers  # a plugin module: see _timeout_note
 
     state = run_state(config)
     touched = _touches_suites(config)
-    lines = header_lines(state.settings, state.device() if touched else None, _selection(config))
-    return lines + (node.header_lines(state, node.REQUESTED_WORKERS_KEY in config.stash) if touched else [])
+    lines = header_lines(state.settings, state.plan if touched else None, _selection(config))
+    return lines + (workers.header_lines(state) if touched else [])
 
 
 def _selection(config: pytest.Config) -> tuple[str, ...]:
@@ -157,7 +163,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             suite = suite_of(item.path, config.rootpath, suite_marker.args if suite_marker else None)
             level = levels.level_of(level_marker.args if level_marker else None)
         except ValueError as exc:
-            node.stop_run(config, f"{item.nodeid}: {exc}")
+            outputs.stop_run(config, f"{item.nodeid}: {exc}")
             items[:] = []  # a pytest-xdist worker runs nothing; its controller ends the run with the error
             return
         item.stash[SUITE_KEY] = suite
@@ -176,7 +182,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected and config.args_source == pytest.Config.ArgsSource.ARGS:
         problem = named_but_deselected(list(config.args), config.invocation_params.dir, selected, deselected, why)
         if problem:
-            node.stop_run(config, problem)
+            outputs.stop_run(config, problem)
             items[:] = []
             return
     if deselected:
@@ -286,7 +292,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in (COLLECTOR_NAME, NODE_PLUGIN_NAME):
-        plugin = config.pluginmanager.get_plugin(name)
-        if plugin is not None:
-            config.pluginmanager.unregister(plugin)
+    collector = config.pluginmanager.get_plugin(COLLECTOR_NAME)
+    if collector is not None:
+        config.pluginmanager.unregister(collector)

@@ -26,7 +26,7 @@ QUICK = dataclasses.replace(CPU_PLAN, sizes=(4096, 65536), warmup=0, iters=2, ro
 
 def test_the_suite_passes_at_world_size_2_over_gloo_and_records_bus_bandwidth(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
-        str(REPO / "suites" / "collectives"),
+        str(SUITE),
         f"--rootdir={REPO}",
         "--rocm-suite=collectives",
         "--rocm-device=cpu",

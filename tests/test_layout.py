@@ -182,6 +182,58 @@ def import_cycles(imports: list[Import]) -> list[str]:
     return sorted(set(cycles))
 
 
+# `--rocm-device`, from the option to the device a test gets: one way, each file entered once.
+DEVICE_WALK = (
+    "core/options.py",  # parses it into Settings.device
+    "node/plan.py",  # the one reader of that selection: resolves the run plan (devices, this process's device)
+    "core/session.py",  # RunState.device(): the plan's device
+    "core/fixtures.py",  # rocm_device: the device a test gets
+)
+
+
+_AS_WRITTEN = ("argument", "kind")  # Settings.device as the user wrote it, quoted by messages and commands
+
+
+def device_walk(root: Path) -> list[str]:
+    """The files `--rocm-device` flows through, in order: where Settings.device is declared, every
+    module that reads it as a selection (how the user wrote it, which a message or command quotes, aside), every
+    module that builds a RunPlan, the module whose `device()` returns the plan's device, and the
+    module that defines the rocm_device fixture."""
+    steps: list[list[str]] = [[], [], [], []]
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        name = path.relative_to(root).as_posix()
+        quoted = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in _AS_WRITTEN}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == "Settings":
+                if any(isinstance(a, ast.AnnAssign) and ast.unparse(a.target) == "device" for a in node.body):
+                    steps[0].append(name)
+            elif _selects(node, quoted):
+                steps[1].append(name)
+            elif isinstance(node, ast.FunctionDef) and node.name == "device":
+                returns = [r for r in ast.walk(node) if isinstance(r, ast.Return)]
+                if any(ast.unparse(r) == "return self.plan.device" for r in returns):
+                    steps[2].append(name)
+            elif isinstance(node, ast.FunctionDef) and node.name == "rocm_device":
+                steps[3].append(name)
+    walk: list[str] = []
+    for step in steps:
+        walk += [name for name in dict.fromkeys(step) if name not in walk]
+    return walk
+
+
+def _selects(node: ast.AST, quoted: set[int]) -> bool:
+    """Reads Settings.device as a selection, or builds the RunPlan from it."""
+    if isinstance(node, ast.Call):
+        return ast.unparse(node.func) == "RunPlan"
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "device"
+        and ast.unparse(node.value).endswith("settings")
+        and id(node) not in quoted
+    )
+
+
 def top_level_modules(root: Path) -> list[str]:
     return sorted(p.name for p in root.glob("*.py"))
 
@@ -189,14 +241,8 @@ def top_level_modules(root: Path) -> list[str]:
 # --- the rules hold for this package -------------------------------------------------------------
 
 
-# Core modules that still reach up into node/ after the move: each reads the whole-node facts
-# itself. They go when the run plan hands every module its part (issue 37, item 1).
-_UNTIL_THE_RUN_PLAN = ("core.collector", "core.known_defects", "core.session", "core.tunableop_file", "core.watchdog")
-
-
 def test_each_layer_imports_only_the_layers_below_it():
-    breaches = layer_breaches(package_imports(PACKAGE), PACKAGE.name)
-    assert [b for b in breaches if not b.startswith(tuple(f"rocm_validate.{m} " for m in _UNTIL_THE_RUN_PLAN))] == []
+    assert layer_breaches(package_imports(PACKAGE), PACKAGE.name) == []
 
 
 def test_core_platform_and_results_import_no_torch_at_import_time():
@@ -210,6 +256,11 @@ def test_no_import_forms_a_cycle_at_module_or_function_level():
 def test_the_package_root_holds_at_most_ten_modules():
     modules = top_level_modules(PACKAGE)
     assert len(modules) <= MAX_TOP_LEVEL_MODULES, modules
+
+
+def test_the_device_option_flows_one_way_through_four_files():
+    walk = device_walk(PACKAGE)
+    assert walk == list(DEVICE_WALK) and len(walk) <= 4
 
 
 # --- negative controls: the rules fail when a module breaks them --------------------------------
@@ -229,8 +280,7 @@ def _planted_package(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def test_a_correctness_module_importing_the_perf_suite_is_a_breach(tmp_path):
     root = _planted_package(tmp_path, {"correctness/compare.py": "from ..perf import gate  # noqa\n"})
-    problems = [p for p in layer_breaches(package_imports(root), root.name) if " core may not import node" not in p]
-    assert problems == [
+    assert layer_breaches(package_imports(root), root.name) == [
         f"{root.name}.correctness.compare (line {_last_line(root / 'correctness/compare.py')}) imports "
         f"{root.name}.perf.gate: correctness may not import perf"
     ]
@@ -287,3 +337,13 @@ def _last_line(path: Path) -> int:
 @pytest.mark.parametrize("part", sorted(ALLOWED))
 def test_every_part_of_the_allowed_table_is_a_real_subpackage(part):
     assert part == TOP or (PACKAGE / part / "__init__.py").is_file()
+
+
+def test_a_second_reader_of_the_device_selection_lengthens_the_walk(tmp_path):
+    root = _planted_package(tmp_path, {"core/header.py": "def _choose(settings):\n    return settings.device\n"})
+    assert device_walk(root) == [DEVICE_WALK[0], "core/header.py", *DEVICE_WALK[1:]]
+
+
+def test_quoting_the_selection_in_a_message_is_no_step_of_the_walk(tmp_path):
+    root = _planted_package(tmp_path, {"core/header.py": "def _say(settings):\n    return settings.device.argument\n"})
+    assert device_walk(root) == list(DEVICE_WALK)

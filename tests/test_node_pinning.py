@@ -4,12 +4,14 @@ visibility variables a node can have set, and the worker's own view of its GPU."
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import fake_devices
 import pytest
 
+from rocm_validate.core.plan import NodePlan
 from rocm_validate.errors import DeviceError
-from rocm_validate.node.facts import NodeFacts, pinned_device
+from rocm_validate.node.facts import from_workerinput, node_plan, pinned_device, to_workerinput, worker_spec
 from rocm_validate.node.pinning import index_space, pin
 from rocm_validate.node.workers import worker_count_problem
 
@@ -62,24 +64,28 @@ def test_the_cpu_needs_no_variable():
     assert pinning.env() == {} and pinning.describe() == "no visibility variable (the CPU)"
 
 
-def _node(*indices: int, env: dict[str, str] | None = None, gpu: int | None = None) -> NodeFacts:
+def _node(*indices: int, env: dict[str, str] | None = None, gpu: int | None = None) -> NodePlan:
     gpus = tuple(dataclasses.replace(fake_devices.mi300x(), index=i, pci_bus_id=f"0000:{i:02x}:00.0") for i in indices)
-    return NodeFacts(gpus, tuple(sorted((env or {}).items())), gpu)
+    return dataclasses.replace(node_plan(gpus, tuple(sorted((env or {}).items())), workers=True, beside=False), gpu=gpu)
 
 
 def test_each_worker_spec_sets_its_gpu_before_the_worker_starts():
-    facts = _node(0, 1, env={"HIP_VISIBLE_DEVICES": "4,6"})
-    assert [facts.worker_spec(d) for d in facts.devices] == [
+    plan = _node(0, 1, env={"HIP_VISIBLE_DEVICES": "4,6"})
+    assert [worker_spec(plan, d) for d in plan.devices] == [
         "popen//env:HIP_VISIBLE_DEVICES=4//env:ROCM_VALIDATE_NODE_GPU=0",
         "popen//env:HIP_VISIBLE_DEVICES=6//env:ROCM_VALIDATE_NODE_GPU=1",
     ]
-    assert NodeFacts(tuple([fake_devices.cpu()])).worker_spec(fake_devices.cpu()) == "popen"
+    assert worker_spec(NodePlan(tuple([fake_devices.cpu()])), fake_devices.cpu()) == "popen"
 
 
-def test_node_facts_travel_to_a_worker_as_plain_data():
-    facts = _node(0, 1, env={"ROCR_VISIBLE_DEVICES": "0,1"})
-    back = NodeFacts.from_workerinput(facts.to_workerinput(1))
-    assert back == dataclasses.replace(facts, gpu=1)
+def test_the_whole_node_plan_travels_to_a_worker_as_plain_data():
+    plan = _node(0, 1, env={"ROCR_VISIBLE_DEVICES": "0,1"})
+    back = from_workerinput(json.loads(json.dumps(to_workerinput(plan, 1))), "beside")
+    assert back == dataclasses.replace(plan, gpu=1, lane="beside")
+    assert back.pinnings == (
+        "HIP_VISIBLE_DEVICES=0 (inside ROCR_VISIBLE_DEVICES=0,1)",
+        "HIP_VISIBLE_DEVICES=1 (inside ROCR_VISIBLE_DEVICES=0,1)",
+    )
     assert back.gpu_ref(1).label == "GPU 1 (BDF 0000:01:00.0)" and back.gpu_ref(7) is None
 
 
@@ -89,11 +95,11 @@ def test_a_pinned_worker_validates_the_only_gpu_it_sees():
 
 
 def test_a_worker_that_sees_several_gpus_was_not_pinned_and_stops_the_run():
-    facts = _node(0, 1, gpu=1)
+    plan = _node(0, 1, gpu=1)
     with pytest.raises(
         DeviceError, match=r"the worker pinned to GPU 1 \(HIP_VISIBLE_DEVICES=1\) sees 2 GPUs instead of 1"
     ):
-        pinned_device([*facts.devices, fake_devices.cpu()], facts)
+        pinned_device([*plan.devices, fake_devices.cpu()], plan)
 
 
 @pytest.mark.parametrize("requested, problem", [(None, False), (4, False), (3, True), (8, True)])

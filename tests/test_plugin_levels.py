@@ -4,6 +4,8 @@ fails within its timeout and the run goes on."""
 import pytest
 
 from rocm_validate.core import levels
+from rocm_validate.core.plan import RunBudget
+from rocm_validate.node.budget import describe_budget
 
 LEVELLED = """
 import pytest
@@ -124,6 +126,7 @@ def test_the_header_states_the_budget_and_the_summary_the_time_used(pytester):
 
 
 def test_budgets_read_in_minutes_and_seconds():
-    assert levels.describe_budget("quick", True, None).startswith("quick: budget 1 min on one GPU")
-    assert levels.describe_time_used("quick", True, 75) == "quick: 1 min 15 s of its 1 min budget OVER the budget"
-    assert levels.describe_time_used("standard", False, 42) == "standard: 42 s of its 7 min budget"
+    assert describe_budget("quick", True, None).startswith("quick: budget 1 min on one GPU")
+    assert RunBudget("quick", 60, 0, "").used(75) == "quick: 1 min 15 s of its 1 min budget OVER the budget"
+    assert RunBudget("standard", 420, 0, "").used(42) == "standard: 42 s of its 7 min budget"
+    assert RunBudget("standard", 300, 2, "").used(278) == "standard: 4 min 38 s of its 5 min budget for 2 GPUs"

@@ -9,5 +9,7 @@ types training moves and the error bound of a bf16 / fp16 reduction, pure), `tra
 (bf16 / fp16 gradients checked against the float64 sum within that bound, FP8 codes bit for bit), `rank.py` (the program
 each rank runs: `python -m rocm_validate.collectives`, also under torchrun), `launch.py` (starts a
 world on this host from pytest), `outcome.py` (every rank's results into one verdict, pure),
-`plugin.py` (options and fixtures).
+`plugin.py` (options and fixtures), `steps.py` (the node's training steps: what a run measures and
+its verdicts, pure) and `training.py` (their per-rank program: `python -m
+rocm_validate.collectives.training`).
 """

@@ -38,7 +38,7 @@ from rocm_validate.collectives.rank import (
     result_key,
     store_prefix,
 )
-from rocm_validate.node.facts import NODE_GPU_VARIABLE
+from rocm_validate.core.plan import NODE_GPU_VARIABLE
 from rocm_validate.text import clip
 
 POLL_S = 0.2
@@ -98,14 +98,33 @@ def launch(
 ) -> WorldOutcome:
     """Run `plan` on `world` ranks of this host; always returns, with every rank's result or the
     reason it has none."""
+    results, notes = run_ranks(
+        "rocm_validate.collectives", plan.arguments(), plan.timeout_s, world, env, log_dir, startup_s=startup_s
+    )
+    return summarize(results, world.labels, world.library, notes)
+
+
+def run_ranks(
+    program: str,
+    arguments: list[str],
+    timeout_s: float,
+    world: WorldSpec,
+    env: Mapping[str, str],
+    log_dir: Path,
+    keys: str = "",
+    startup_s: float = STARTUP_S,
+) -> tuple[list[dict[str, Any] | None], dict[int, str]]:
+    """Start `python -m program arguments` on every rank of `world` and supervise them; each rank's
+    published result (under the run's prefix + `keys`, None where it gave none) and the notes
+    naming the ranks that died, hung or could not join, culprits first."""
     from torch.distributed import TCPStore
 
-    store = TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=plan.timeout_s + 30), wait_for_workers=False)
+    store = TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=timeout_s + 30), wait_for_workers=False)
     run_id = uuid.uuid4().hex
-    prefix = store_prefix({RUN_ID_VARIABLE: run_id})
+    prefix = store_prefix({RUN_ID_VARIABLE: run_id}) + keys
     log_dir.mkdir(parents=True, exist_ok=True)
     logs = [log_dir / f"rank{r}.log" for r in range(world.size)]
-    command = [sys.executable, "-m", "rocm_validate.collectives", *plan.arguments(), "--backend", world.library]
+    command = [sys.executable, "-m", program, *arguments, "--backend", world.library]
     processes = []
     try:
         for rank in range(world.size):
@@ -118,14 +137,13 @@ def launch(
                         stderr=subprocess.STDOUT,
                     )
                 )
-        watch = _supervise(processes, store, prefix, world, plan.timeout_s, startup_s, logs)
+        watch = _supervise(processes, store, prefix, world, timeout_s, startup_s, logs)
     finally:
         for process in processes:
             if process.poll() is None:
                 process.kill()
             process.wait()
-    results = [_published(store, result_key(prefix, r)) for r in range(world.size)]
-    return summarize(results, world.labels, world.library, watch.notes)
+    return [_published(store, result_key(prefix, r)) for r in range(world.size)], watch.notes
 
 
 def _published(store: Any, key: str) -> dict[str, Any] | None:

@@ -30,11 +30,14 @@ from rocm_validate.collectives.plan import (
     plan_for,
     world_skip_reason,
 )
+from rocm_validate.collectives.steps import Plant, StepsPlan
+from rocm_validate.collectives.steps import plan_for as steps_plan_for
 from rocm_validate.core import options
 from rocm_validate.core.categorize import fail_as
 from rocm_validate.core.oom import free_device_memory
+from rocm_validate.core.plan import NodePlan, gpu_ref
 from rocm_validate.core.session import RunState, run_state
-from rocm_validate.node.facts import NodeFacts, gpu_ref, outer_visibility
+from rocm_validate.node.facts import outer_visibility, pinning
 from rocm_validate.results.plots import BYTES_KEY, COLLECTIVE_KEY
 from rocm_validate.results.sizes import size_label
 
@@ -102,8 +105,8 @@ def world_for(state: RunState, settings: CollectiveSettings) -> tuple[WorldSpec 
     reason = world_skip_reason([label for _, label in pairs], cpu=False)
     if reason:
         return None, reason
-    facts = state.node or NodeFacts(tuple(gpus), outer_visibility(os.environ))
-    return gpu_world(pairs, facts.pinning(tuple(index for index, _ in pairs)).env()), None
+    plan = state.node or NodePlan(tuple(gpus), outer_visibility(os.environ))
+    return gpu_world(pairs, pinning(plan, tuple(index for index, _ in pairs)).env()), None
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,71 @@ def collectives(
         free_device_memory()
     outcome = launch(collective_plan, collective_world, os.environ, tmp_path_factory.mktemp("collectives"))
     return CollectiveRun(collective_plan, collective_world, outcome)
+
+
+# Negative controls of the training steps (steps.py `Plant`), comma-separated: grad:1:1.01 (rank 1's
+# gradient contribution 1% off), slow:1:5 (rank 1's all-gathers 5 ms late).
+PLANTS_VARIABLE = "ROCM_VALIDATE_TRAINING_PLANTS"
+
+
+@dataclass(frozen=True)
+class StepsRun:
+    """A finished training-steps run (steps.py), as the suite's tests read it: every rank's
+    result (None where a rank gave none) and what stopped the group, culprits first."""
+
+    plan: StepsPlan
+    world: WorldSpec
+    results: tuple[dict[str, Any] | None, ...]
+    problems: tuple[str, ...]
+
+    def require(self, job: str) -> list[dict[str, Any]]:
+        """Every rank's result, or a failure naming the rank that died, hung or stopped before
+        finishing `job` (a later job's failure leaves it standing)."""
+        __tracebackhide__ = True
+        complete = [r for r in self.results if r is not None and job in r]
+        if len(complete) != self.world.size:
+            reasons = list(self.problems) + [
+                f"{self.world.labels[r]}: stopped at {res['at']}: {res['error']}"
+                for r, res in enumerate(self.results)
+                if res and res.get("error")
+            ]
+            reasons = reasons or [f"{self.world.size - len(complete)} ranks gave no {job} result"]
+            category, fix = group_failure(reasons)
+            fail_as(category, f"the {job} step did not complete on every rank: " + "; ".join(reasons), fix)
+        skipped = next((r[job]["skipped"] for r in complete if "skipped" in r[job]), None)
+        if skipped:
+            pytest.skip(skipped)
+        return complete
+
+
+@pytest.fixture(scope="session")
+def training_steps(
+    pytestconfig: pytest.Config, collective_world: WorldSpec, tmp_path_factory: pytest.TempPathFactory
+) -> StepsRun:
+    """One run of the node's training steps over this run's devices (started on first use)."""
+    from rocm_validate.collectives.launch import run_ranks
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        free_device_memory()
+    plan = steps_plan_for(collective_world.library, run_state(pytestconfig).settings.level)
+    timeout_s = pytestconfig.stash[SETTINGS_KEY].timeout_s
+    if timeout_s is not None:
+        plan = replace(plan, timeout_s=timeout_s)
+    plants = os.environ.get(PLANTS_VARIABLE, "")
+    if plants:
+        plan = replace(plan, plants=tuple(Plant.parse(p) for p in plants.split(",") if p.strip()))
+    results, notes = run_ranks(
+        "rocm_validate.collectives.training",
+        plan.arguments(),
+        plan.timeout_s,
+        collective_world,
+        os.environ,
+        tmp_path_factory.mktemp("training"),
+        keys="training/",
+    )
+    problems = tuple(f"{collective_world.labels[r]}: {note}" for r, note in notes.items())
+    return StepsRun(plan, collective_world, tuple(results), problems)
 
 
 @pytest.fixture

@@ -17,13 +17,9 @@ from _pytest.junitxml import xml_key
 
 from rocm_validate.core.categorize import category_property, facts_of, fix_property
 from rocm_validate.core.interruption import interruption_of
-from rocm_validate.core.levels import BUDGETS, describe_node_time_used, describe_time_used
 from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
-from rocm_validate.core.suites import suite_of_nodeid
-from rocm_validate.node import workers as node
-from rocm_validate.node.budget import TimeUsed, WorkSpan, lane_spans, time_table, time_used
-from rocm_validate.node.work import BESIDE_SUITES, TIMING_SUITES, WORK_PROPERTY
+from rocm_validate.core.suites import BESIDE_SUITES, TIMING_SUITES, suite_of_nodeid
 from rocm_validate.results.known_defects import KNOWN_DEFECT_PROPERTY, Matched, known_defect_of
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
@@ -32,7 +28,8 @@ from rocm_validate.results.metrics import (
     readable,
 )
 from rocm_validate.results.peers import peer_flags
-from rocm_validate.results.report import FINDINGS_PROPERTY, TestResult
+from rocm_validate.results.report import FINDINGS_PROPERTY, WORK_PROPERTY, TestResult
+from rocm_validate.results.time_used import TimeUsed, WorkSpan, lane_spans, time_table, time_used
 from rocm_validate.results.triage import CATEGORY_PROPERTY, RunEnd, classify
 from rocm_validate.text import clip_start
 
@@ -160,7 +157,7 @@ class ResultCollector:
         marked = properties.get("rocm_suite")
         suite = str(marked) if marked else suite_of_nodeid(report.nodeid, config.rootpath)
         node_wide = config.hook.pytest_rocm_node_wide(config=config, nodeid=report.nodeid)
-        gpu = None if node_wide else node.report_gpu(report, self.state)
+        gpu = None if node_wide else self.state.report_gpu(report)
         work = properties.get(WORK_PROPERTY)
         fresh = TestResult(report.nodeid, suite=suite, gpu=gpu, work=None if work is None else str(work))
         result = self.state.results.setdefault(fresh.title, fresh)
@@ -230,8 +227,8 @@ class ResultCollector:
         ):
             return None
         device = self.state.device() if self.state.discovered else None
-        facts = self.state.node
-        node_gpus = [d.index for d in facts.devices if d.is_gpu and d.index is not None] if facts is not None else []
+        node = self.state.node
+        node_gpus = node.gpus if node is not None else []
         return verdict(
             check_records(
                 results,
@@ -252,7 +249,7 @@ class ResultCollector:
                 terminalreporter.write_line(line)
             if self.state.discovered:
                 used = self.time_used()
-                terminalreporter.write_line(f"rocm-validate level {self._describe_budget(used.wall_s)}")
+                terminalreporter.write_line(f"rocm-validate level {self.state.plan.budget.used(used.wall_s)}")
                 terminalreporter.write_sep("=", "rocm-validate time")
                 for line in time_table(used):
                     terminalreporter.write_line(line)
@@ -275,42 +272,17 @@ class ResultCollector:
         for line in found.failed:
             terminalreporter.write_line(line, red=True)
 
-    def _node_gpus(self) -> int:
-        """The GPUs of a whole-node run with pinned workers (0 otherwise)."""
-        facts = self.state.node
-        workers = node.REQUESTED_WORKERS_KEY in self.state.config.stash
-        if facts is None or not workers or not facts.devices[0].is_gpu or len(facts.devices) < 2:
-            return 0
-        return len(facts.devices)
-
-    def budget_s(self) -> float:
-        """The level's budget for this run: per node size and suites in a whole-node run."""
-        from rocm_validate.node.budget import NODE_BUDGETS
-
-        settings = self.state.settings
-        gpus = self._node_gpus()
-        if gpus:
-            return NODE_BUDGETS[settings.level].seconds(gpus, settings.suites)
-        return BUDGETS[settings.level].for_device(self.state.device().is_gpu)
-
-    def _describe_budget(self, used_s: float) -> str:
-        settings = self.state.settings
-        gpus = self._node_gpus()
-        if gpus:
-            return describe_node_time_used(settings.level, gpus, used_s, self.budget_s())
-        return describe_time_used(settings.level, self.state.device().is_gpu, used_s)
-
     def time_used(self) -> TimeUsed:
         """Where this run's time went: wall clock, and the tests' durations by suite, kind of work and GPU."""
-        facts = self.state.node
-        beside = BESIDE_SUITES if facts is not None and facts.beside else ()
+        node = self.state.node
+        beside = BESIDE_SUITES if node is not None and node.beside else ()
         results = list(self.state.results.values())
         used = time_used(
             time.monotonic() - self.state.started,
             ((r.suite, r.work, r.gpu.index if r.gpu else None, r.duration_s) for r in results),
             beside,
         )
-        if facts is None:
+        if node is None:
             return used
         spans = (
             WorkSpan(r.suite, r.gpu.index if r.gpu else None, r.started, r.stopped)
@@ -344,7 +316,7 @@ class ResultCollector:
         if end.strict and end.recorded == 0 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --rocm-strict: recording nothing is no pass
         found = outputs_of(session.config)
-        if found.stopped:  # a usage error a pytest-xdist worker found while collecting (node.workers.stop_run)
+        if found.stopped:  # a usage error a pytest-xdist worker found while collecting (outputs.stop_run)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         self.exit_status = int(session.exitstatus)
         found.finished = True
@@ -377,17 +349,17 @@ class ResultCollector:
     def _report(self, device: Any, results: list[TestResult]) -> dict[str, Any]:
         from rocm_validate.results.report import build_report, outcome_counts
 
-        facts = self.state.node
+        node = self.state.node
         node_section = None
-        if facts is not None:
+        if node is not None:
             node_section = {
                 "gpus": [
                     {
                         "device": d.to_dict(),
-                        "pinning": facts.pinning((d.index,)).describe() if d.is_gpu and d.index is not None else None,
+                        "pinning": pinned,
                         "summary": outcome_counts(r for r in results if (r.gpu.index if r.gpu else None) == d.index),
                     }
-                    for d in facts.devices
+                    for d, pinned in zip(node.devices, node.pinnings, strict=True)
                 ],
             }
         assert self.exit_status is not None
@@ -408,13 +380,13 @@ class ResultCollector:
         from rocm_validate.core.compile_cache import report_section
 
         used = self.time_used()
-        budget = self.budget_s()
+        budget = self.state.plan.budget
         return {
             **used.to_dict(),
             "level": self.state.settings.level,
-            "gpus": self._node_gpus() or 1,
-            "budget_s": budget,
-            "over_budget": used.wall_s > budget,
+            "gpus": budget.gpus or 1,
+            "budget_s": budget.seconds,
+            "over_budget": used.wall_s > budget.seconds,
             "compile_cache": report_section(self.state.config),
         }
 
@@ -435,8 +407,8 @@ class ResultCollector:
 
     def _peer_findings(self) -> list[PeerFinding]:
         """Each GPU's metrics against the median of its peers, with the gate's band (whole-node runs)."""
-        facts = self.state.node
-        if facts is None:
+        node = self.state.node
+        if node is None:
             return []
         from rocm_validate.results.peers import gpu_findings
 
@@ -445,7 +417,7 @@ class ResultCollector:
         def band_for(metric: Any) -> Any:
             def band(own: float | None, peer: float | None) -> Any:
                 return config.hook.pytest_rocm_noise_band(
-                    config=config, name=metric.name, backend=facts.backend, dispersions=(own, peer)
+                    config=config, name=metric.name, backend=node.backend, dispersions=(own, peer)
                 )
 
             return band

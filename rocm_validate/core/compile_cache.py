@@ -165,7 +165,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_spec(parser, COMPILE_CACHE)
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(trylast=True)  # after every other plugin's pytest_configure that can still stop the run
 def pytest_configure(config: pytest.Config) -> None:
     """Choose the cache and set Inductor's variables for every process of a run of the suites;
     xdist workers inherit them from the pytest process, which sets them before starting any."""

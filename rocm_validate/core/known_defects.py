@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from rocm_validate.core import options
+from rocm_validate.core.outputs import stop_run
 from rocm_validate.core.session import run_state
 from rocm_validate.errors import UsageError
-from rocm_validate.node import workers as node
 from rocm_validate.results.known_defects import (
     KNOWN_DEFECT_PROPERTY,
     SHIPPED,
@@ -126,14 +126,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[KNOWN_DEFECTS_KEY] = load(config)
 
 
-@pytest.hookimpl(tryfirst=True)  # before the run's selection drops tests of other suites and levels
+# First: before pytest's own -k / -m (its mark plugin) and the run's selection drop tests, so an entry
+# is judged against every test its file holds.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A site entry naming tests of a collected file, none of which exists there, matches nothing."""
     table = known_defects(config)
     site = [d for d in table.defects if d.source != SHIPPED]
     problems = unmatched_tests(site, [item.nodeid for item in items])
     if problems:
-        node.stop_run(config, f"{KNOWN_DEFECTS.flag}: {problems[0]}")
+        stop_run(config, f"{KNOWN_DEFECTS.flag}: {problems[0]}")
         items[:] = []
 
 

@@ -1,7 +1,7 @@
-"""Test levels and their time budgets, and the per-test timeouts that keep a hung kernel from
-hanging a CI job (as DCGM's r1-r4 and RVS's levels).
+"""Test levels and the per-test timeouts that keep a hung kernel from hanging a CI job (as DCGM's r1-r4 and RVS's levels).
 
-* `quick`: a smoke check of every suite's main path, at most 60 s on one GPU;
+* `quick`: a smoke check of every suite's main path, at most 60 s on one GPU (every level's budget:
+  `rocm_validate.node.budget`);
 * `standard` (the default): the suites as they are;
 * `extended`: longer measurement windows, sustained load and repeatability, larger shapes.
 
@@ -19,30 +19,9 @@ kernel run with -n 1 or --rocm-device=all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 LEVELS: tuple[str, ...] = ("quick", "standard", "extended")
 DEFAULT_LEVEL = "standard"
 MARKER = "rocm_level"
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The wall-clock time a level is meant to take on one device."""
-
-    gpu_s: float  # on one GPU
-    cpu_s: float  # on a CI-sized CPU (2 cores)
-
-    def for_device(self, is_gpu: bool) -> float:
-        return self.gpu_s if is_gpu else self.cpu_s
-
-
-# Stated budgets, checked on the lent H100 and on the 2-core CPU CI machine (docs/levels.md).
-BUDGETS: dict[str, Budget] = {
-    "quick": Budget(gpu_s=60, cpu_s=90),
-    "standard": Budget(gpu_s=600, cpu_s=420),
-    "extended": Budget(gpu_s=2400, cpu_s=900),
-}
 
 # Per-test timeouts by suite and level, in seconds: the slowest healthy test of each suite with
 # room to spare (a cold torch.compile of BERT-L takes about 100 s; a mini-BERT candidate's ten
@@ -86,42 +65,10 @@ def timeout_for(suite: str | None, level: str, override_s: float | None) -> floa
     return TIMEOUTS_S.get(suite or "", DEFAULT_TIMEOUT_S)[level]
 
 
-def describe_budget(level: str, is_gpu: bool, timeout_s: float | None) -> str:
-    """'standard: budget 10 min on one GPU; per-test timeout 300-420 s by suite'."""
-    budget = BUDGETS[level].for_device(is_gpu)
-    where = "on one GPU" if is_gpu else "on a 2-core CPU"
-    if timeout_s is not None:
-        timeouts = f"per-test timeout {timeout_s:g} s"
-    else:
-        values = sorted({t[level] for t in TIMEOUTS_S.values()})
-        timeouts = f"per-test timeout {values[0]:g}-{values[-1]:g} s by suite"
-    return f"{level}: budget {_minutes(budget)} {where}; {timeouts}"
-
-
-def describe_time_used(level: str, is_gpu: bool, used_s: float) -> str:
-    """'standard: 5 min 12 s of its 10 min budget' (and 'OVER' when it ran longer)."""
-    budget = BUDGETS[level].for_device(is_gpu)
-    over = " OVER the budget" if used_s > budget else ""
-    return f"{level}: {_minutes(used_s)} of its {_minutes(budget)} budget{over}"
-
-
-def describe_node_budget(level: str, gpus: int, budget_s: float) -> str:
-    """'standard: budget 5 min for 2 GPUs (per-GPU work on each, shared work divided, node-wide once)'."""
-    return (
-        f"{level}: budget {_minutes(budget_s)} for {gpus} GPUs (per-GPU work on each, shared work divided among "
-        f"them, node-wide work once: docs/node.md)"
-    )
-
-
-def describe_node_time_used(level: str, gpus: int, used_s: float, budget_s: float) -> str:
-    """'standard: 4 min 38 s of its 5 min budget for 2 GPUs' (and 'OVER' when it ran longer)."""
-    over = " OVER the budget" if used_s > budget_s else ""
-    return f"{level}: {_minutes(used_s)} of its {_minutes(budget_s)} budget for {gpus} GPUs{over}"
-
-
-def _minutes(seconds: float) -> str:
+def minutes(seconds: float) -> str:
+    """'5 min 12 s', '42 s'."""
     whole = round(seconds)
     if whole < 60:
         return f"{whole} s"
-    minutes, rest = divmod(whole, 60)
-    return f"{minutes} min" + (f" {rest} s" if rest else "")
+    whole_minutes, rest = divmod(whole, 60)
+    return f"{whole_minutes} min" + (f" {rest} s" if rest else "")

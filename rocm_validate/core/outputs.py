@@ -105,6 +105,16 @@ class Outputs:
 
 
 OUTPUTS_KEY = pytest.StashKey[Outputs]()
+USAGE_ERROR_KEY = "rocm_validate_usage_error"  # a pytest-xdist worker's workeroutput: the usage error it found
+
+
+def stop_run(config: pytest.Config, problem: str) -> None:
+    """A usage error found while collecting: raised in a plain run or the controller; in a
+    pytest-xdist worker, handed to the controller (workeroutput), which ends the run with it, exit
+    status 4: pytest-xdist would report one raised in a worker as an internal error."""
+    if not is_xdist_worker(config):
+        raise UsageError(problem)
+    config.workeroutput.setdefault(USAGE_ERROR_KEY, problem)  # type: ignore[attr-defined]  # set by pytest-xdist
 
 
 def claim(config: pytest.Config, spec: OptionSpec, example: str, how: str = REPLACED) -> Path | None:

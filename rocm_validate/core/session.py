@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -13,9 +13,9 @@ from rocm_validate.core.options import Settings
 from rocm_validate.errors import UsageError
 
 if TYPE_CHECKING:
-    from rocm_validate.node.facts import NodeFacts
+    from rocm_validate.core.plan import NodePlan, RunPlan
     from rocm_validate.platform.devices import DeviceInfo
-    from rocm_validate.results.metrics import Metric
+    from rocm_validate.results.metrics import GpuRef, Metric
     from rocm_validate.results.report import TestResult
 
 
@@ -25,58 +25,52 @@ class RunState:
 
     config: pytest.Config
     settings: Settings
+    # Resolves this process's plan (rocm_validate.node.resolve, handed in by the top-level plugin):
+    # called once, on the first read, since discovery imports torch.
+    resolve: Callable[[RunState], RunPlan]
     results: dict[str, TestResult] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)  # for the time used against the level's budget
     started_at: float = field(default_factory=time.time)  # the same moment, epoch: tests' start times are epoch
-    node: NodeFacts | None = None  # a whole-node run's devices (and, in a worker, its pinned GPU)
     worker_gpus: dict[str, int | None] = field(default_factory=dict)  # controller: each xdist worker's GPU, by id
-    _devices: list[DeviceInfo] | None = None
+    _plan: RunPlan | None = None
 
-    def devices(self) -> list[DeviceInfo]:
-        """All devices, probed once per process (imports torch on first call). The main process
-        of a whole-node run probes in a child process, so it never starts a GPU runtime itself."""
-        if self._devices is None:
-            found = self.config.hook.pytest_rocm_discover_devices(config=self.config)
-            if found is None and self.settings.node_run and not is_xdist_worker(self.config):
-                from rocm_validate.node.facts import discover_in_child
-
-                found = discover_in_child()
-            elif found is None:
-                from rocm_validate.platform.devices import discover_devices
-
-                found = discover_devices()
-            if not found or found[-1].is_gpu:
-                raise UsageError("device discovery must return a list that ends with the CPU device")
-            self._devices = list(found)
-        return self._devices
+    @property
+    def plan(self) -> RunPlan:
+        """The run plan, resolved on first read (discovery imports torch)."""
+        if self._plan is None:
+            self._plan = self.resolve(self)
+        return self._plan
 
     @property
     def discovered(self) -> bool:
-        return self._devices is not None
+        return self._plan is not None
+
+    @property
+    def node(self) -> NodePlan | None:
+        """A whole-node run's part of the plan, once resolved (None before, and outside node runs)."""
+        return None if self._plan is None else self._plan.node
+
+    def devices(self) -> list[DeviceInfo]:
+        """Every device this process found."""
+        return list(self.plan.found)
 
     def device(self) -> DeviceInfo:
-        """The device this run validates (--rocm-device); a missing index is a usage error. In a
-        whole-node run: a pinned worker's own GPU, elsewhere the first selected device."""
-        from rocm_validate.platform.selection import select_device
-
-        if not self.settings.node_run:
-            return select_device(self.devices(), self.settings.device, os.environ)
-        if self.node is not None and self.node.gpu is not None:
-            from rocm_validate.node.facts import pinned_device
-
-            return pinned_device(self.devices(), self.node)
-        return self.node_devices()[0]
+        """The device this process validates (--rocm-device; in a whole-node run, a pinned
+        worker's own GPU, elsewhere the first selected device)."""
+        return self.plan.device
 
     def node_devices(self) -> list[DeviceInfo]:
         """Every device this run validates: the selected GPUs of a whole-node run (as the
         controller found them, also in a worker), else the one selected device."""
-        if self.node is not None:
-            return list(self.node.devices)
-        if not self.settings.node_run:
-            return [self.device()]
-        from rocm_validate.platform.selection import select_devices
+        return list(self.plan.devices)
 
-        return select_devices(self.devices(), self.settings.device, os.environ)
+    def report_gpu(self, report: object) -> GpuRef | None:
+        """The GPU a report (from a worker, or xdist's report of a crashed one) belongs to."""
+        gateway = getattr(getattr(report, "node", None), "gateway", None)
+        index = self.worker_gpus.get(str(getattr(gateway, "id", "")))
+        if index is None or self.node is None:
+            return None
+        return self.node.gpu_ref(index)
 
     def metrics(self) -> list[Metric]:
         """Every recorded metric, ordered by test id (then GPU) so xdist runs print the same table."""

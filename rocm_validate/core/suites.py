@@ -12,6 +12,11 @@ SUITES: tuple[str, ...] = ("preflight", "correctness", "perf", "convergence", "c
 # Suites that measure the node as one group (every selected GPU together) rather than each GPU
 # on its own: in a pinned-worker run their tests run once, after every GPU's own tests.
 NODE_WIDE_SUITES: tuple[str, ...] = ("collectives",)
+# Suites whose work runs in a GPU's beside lane in a whole-node run (rocm_validate.node.work):
+# launch-bound, small in memory, timing nothing.
+BESIDE_SUITES: tuple[str, ...] = ("convergence",)
+# Suites that time the GPU: in the main lane they wait until the beside lane is done.
+TIMING_SUITES: tuple[str, ...] = ("perf",)
 # Suites whose metrics are gated against stored baselines (named in the command that records them).
 BASELINE_SUITES: tuple[str, ...] = ("perf", "collectives")
 SUITES_FOLDER = "suites"

@@ -18,6 +18,7 @@ import pytest
 
 from rocm_validate.core import options
 from rocm_validate.core.categorize import fail_as
+from rocm_validate.core.plan import NODE_GPU_VARIABLE
 from rocm_validate.core.requirements import not_validated
 from rocm_validate.workloads.tunableop_results import (
     ResultsFile,
@@ -141,8 +142,6 @@ def given_file(config: pytest.Config) -> tuple[str, str, Path] | None:
 def node_ordinal(device: DeviceInfo, env: Mapping[str, str]) -> int:
     """The GPU's index on the node: a pinned worker's own GPU (its runtime calls it 0), else the
     torch index. A job with every GPU visible reads the file of this ordinal."""
-    from rocm_validate.node.workers import NODE_GPU_VARIABLE
-
     pinned = env.get(NODE_GPU_VARIABLE)
     if pinned is not None and pinned.isdigit():
         return int(pinned)

@@ -266,7 +266,6 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: obj
     """In the controller: a worker the watchdog ended has reported its test as a hang already, so
     pytest-xdist's 'crashed while running' report of that test becomes its teardown, and pytest,
     JUnit and the JSON report count the test once, as a hang."""
-    from rocm_validate.node import workers as node
     from rocm_validate.results.report import on_gpu
     from rocm_validate.results.triage import CATEGORY_PROPERTY
 
@@ -275,7 +274,7 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: obj
     if config is None:
         return
     state = run_state(config)
-    result = state.results.get(on_gpu(crashitem, node.report_gpu(report, state)))
+    result = state.results.get(on_gpu(crashitem, state.report_gpu(report)))
     if result is not None and result.category == "hang":
         report.outcome, report.when, report.longrepr = "passed", "teardown", None
         report.user_properties = [(CATEGORY_PROPERTY, "hang")]

@@ -1,7 +1,9 @@
-"""The facts of a whole-node run, free of pytest state: the selected devices and the visibility
-variables in force before pinning (`NodeFacts`, handed from the controller to every worker), the
-GPU a pinned worker must see, and device discovery in a child process so the controller starts
-no GPU runtime. `node/workers.py` wires them into pytest and pytest-xdist.
+"""The facts of a whole-node run, free of pytest state: the controller's whole-node plan (the
+selected devices, the visibility variables in force before pinning, each worker's pinning and
+execnet spec; `core.plan.NodePlan`, handed to every worker through `workerinput`), the GPU a
+pinned worker must see, and device discovery in a child process so the controller starts no GPU
+runtime. `node/plan.py` resolves the run plan with them; `node/workers.py` wires them into pytest
+and pytest-xdist.
 """
 
 from __future__ import annotations
@@ -11,17 +13,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from rocm_validate.core.options import DEVICE
+from rocm_validate.core.plan import BESIDE, MAIN, NODE_GPU_VARIABLE, NodePlan
 from rocm_validate.errors import DeviceError
 from rocm_validate.node.pinning import Pinning, pin
-from rocm_validate.node.work import BESIDE, LANE_VARIABLE, MAIN
+from rocm_validate.node.work import LANE_VARIABLE
 from rocm_validate.platform.devices import VISIBILITY_VARIABLES, DeviceInfo
-from rocm_validate.results.metrics import GpuRef
 
-NODE_GPU_VARIABLE = "ROCM_VALIDATE_NODE_GPU"  # set in each pinned worker: its GPU's index on the node
 DISCOVERY_TIMEOUT_S = 300  # vendor tools on a 64-partition node are slow; a hung driver is not
 _DISCOVERY_MARK = "rocm-validate-devices:"
 _DISCOVER = (
@@ -31,70 +32,63 @@ _DISCOVER = (
 )
 
 
-@dataclass(frozen=True)
-class NodeFacts:
-    """A whole-node run as the controller set it up: the devices (GPUs, or the CPU once), the
-    visibility variables in force before any pinning, and in a worker the GPU it is pinned to."""
-
-    devices: tuple[DeviceInfo, ...]
-    outer_env: tuple[tuple[str, str], ...] = ()
-    gpu: int | None = None  # this worker's GPU index; None in the controller or for the CPU
-    beside: bool = False  # each GPU has a beside lane (a second worker) for the convergence suite
-
-    @property
-    def backend(self) -> str:
-        return self.devices[0].backend
-
-    def pinning(self, gpus: tuple[int, ...]) -> Pinning:
-        """What a process must see to use exactly `gpus` (as indexed here)."""
-        return pin(self.backend, gpus, dict(self.outer_env))
-
-    def gpu_ref(self, index: int) -> GpuRef | None:
-        """The GPU with this index, as reports name it."""
-        device = next((d for d in self.devices if d.is_gpu and d.index == index), None)
-        return None if device is None else gpu_ref(device)
-
-    @property
-    def position(self) -> int:
-        """This worker's GPU's place among the selected devices (0 in the controller)."""
-        indices = [d.index for d in self.devices]
-        return indices.index(self.gpu) if self.gpu in indices else 0
-
-    def worker_spec(self, device: DeviceInfo, lane: str = MAIN) -> str:
-        """The execnet spec of the worker that validates `device`: pinned to it on a GPU; the
-        beside lane's worker carries the lane too."""
-        if not device.is_gpu or device.index is None:
-            return "popen"
-        env = {**self.pinning((device.index,)).env(), NODE_GPU_VARIABLE: str(device.index)}
-        if lane != MAIN:
-            env[LANE_VARIABLE] = lane
-        return "//".join(["popen", *(f"env:{name}={value}" for name, value in env.items())])
-
-    def worker_specs(self) -> list[str]:
-        """Every worker's spec: each device's main worker, then each GPU's beside worker."""
-        beside = [self.worker_spec(d, BESIDE) for d in self.devices if self.beside and d.is_gpu]
-        return [self.worker_spec(d) for d in self.devices] + beside
-
-    def to_workerinput(self, gpu: int | None) -> dict[str, Any]:
-        return {
-            "devices": [d.to_dict() for d in self.devices],
-            "outer_env": dict(self.outer_env),
-            "gpu": gpu,
-            "beside": self.beside,
-        }
-
-    @classmethod
-    def from_workerinput(cls, data: Mapping[str, Any]) -> NodeFacts:
-        return cls(
-            tuple(DeviceInfo.from_dict(d) for d in data["devices"]),
-            tuple(sorted(dict(data.get("outer_env") or {}).items())),
-            data.get("gpu"),
-            bool(data.get("beside", False)),
-        )
+def node_plan(
+    devices: tuple[DeviceInfo, ...], outer_env: tuple[tuple[str, str], ...], workers: bool, beside: bool
+) -> NodePlan:
+    """The controller's whole-node plan: the devices, and how each GPU's worker is pinned."""
+    plan = NodePlan(devices, outer_env, workers=workers, beside=beside)
+    return replace(plan, pinnings=tuple(_described(plan, d) for d in devices))
 
 
-def gpu_ref(device: DeviceInfo) -> GpuRef:
-    return GpuRef(device.index if device.index is not None else -1, device.pci_bus_id, device.uuid, device.device_key)
+def _described(plan: NodePlan, device: DeviceInfo) -> str | None:
+    return pinning(plan, (device.index,)).describe() if device.is_gpu and device.index is not None else None
+
+
+def pinning(plan: NodePlan, gpus: tuple[int, ...]) -> Pinning:
+    """What a process must see to use exactly `gpus` (as indexed in the controller)."""
+    return pin(plan.backend, gpus, dict(plan.outer_env))
+
+
+def worker_spec(plan: NodePlan, device: DeviceInfo, lane: str = MAIN) -> str:
+    """The execnet spec of the worker that validates `device`: pinned to it on a GPU; the beside
+    lane's worker carries the lane too."""
+    if not device.is_gpu or device.index is None:
+        return "popen"
+    env = {**pinning(plan, (device.index,)).env(), NODE_GPU_VARIABLE: str(device.index)}
+    if lane != MAIN:
+        env[LANE_VARIABLE] = lane
+    return "//".join(["popen", *(f"env:{name}={value}" for name, value in env.items())])
+
+
+def worker_specs(plan: NodePlan) -> list[str]:
+    """Every worker's spec: each device's main worker, then each GPU's beside worker."""
+    beside = [worker_spec(plan, d, BESIDE) for d in plan.devices if plan.beside and d.is_gpu]
+    return [worker_spec(plan, d) for d in plan.devices] + beside
+
+
+def to_workerinput(plan: NodePlan, gpu: int | None) -> dict[str, Any]:
+    """What the controller hands the worker pinned to `gpu` (JSON-able: execnet carries it)."""
+    return {
+        "devices": [d.to_dict() for d in plan.devices],
+        "outer_env": dict(plan.outer_env),
+        "pinnings": list(plan.pinnings),
+        "workers": plan.workers,
+        "gpu": gpu,
+        "beside": plan.beside,
+    }
+
+
+def from_workerinput(data: Mapping[str, Any], lane: str) -> NodePlan:
+    """A worker's part of the plan, as its controller handed it (`lane`: from its spec's environment)."""
+    return NodePlan(
+        tuple(DeviceInfo.from_dict(d) for d in data["devices"]),
+        tuple(sorted(dict(data.get("outer_env") or {}).items())),
+        tuple(data.get("pinnings") or ()),
+        bool(data.get("workers", True)),
+        bool(data.get("beside", False)),
+        data.get("gpu"),
+        lane,
+    )
 
 
 def outer_visibility(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -102,18 +96,18 @@ def outer_visibility(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple((name, env[name]) for name in VISIBILITY_VARIABLES if name in env)
 
 
-def pinned_device(devices: list[DeviceInfo], facts: NodeFacts) -> DeviceInfo:
+def pinned_device(devices: list[DeviceInfo], plan: NodePlan) -> DeviceInfo:
     """The GPU a pinned worker validates: the only one its runtime shows. Any other count means
     the pinning did not take effect, which must stop the run rather than time the wrong GPU."""
     gpus = [d for d in devices if d.is_gpu]
     if len(gpus) == 1:
         return gpus[0]
-    assert facts.gpu is not None
-    pinning = facts.pinning((facts.gpu,)).describe()
+    assert plan.gpu is not None
+    pinned = pinning(plan, (plan.gpu,)).describe()
     raise DeviceError(
-        f"the worker pinned to GPU {facts.gpu} ({pinning}) sees {len(gpus)} GPUs instead of 1: the visibility "
+        f"the worker pinned to GPU {plan.gpu} ({pinned}) sees {len(gpus)} GPUs instead of 1: the visibility "
         f"variable did not take effect (was the GPU runtime started before pytest, e.g. by sitecustomize?). "
-        f"Validate that GPU alone with {DEVICE.flag}={facts.gpu}"
+        f"Validate that GPU alone with {DEVICE.flag}={plan.gpu}"
     )
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from xdist.scheduler.each import EachScheduling
 
-from rocm_validate.node.work import BESIDE, MAIN
+from rocm_validate.core.plan import BESIDE, MAIN
 
 EXIT_WAIT_S = 30.0  # how long a finished beside worker's process may take to exit before timing starts
 
@@ -65,12 +65,12 @@ def wait_for_exit(pid: int | None, timeout_s: float = EXIT_WAIT_S) -> bool:
     return True
 
 
-def end_process(node: Any) -> None:
+def end_process(worker: Any) -> None:
     """Tell a worker that has finished to exit now. An execnet worker process lives until its
     gateway is told to exit, which xdist does for every worker at the end of the run: waiting for
     a finished beside worker's exit without this always ran out the whole EXIT_WAIT_S (30 s per
     beside worker, the controller blocked meanwhile)."""
-    teardown = getattr(node, "ensure_teardown", None)
+    teardown = getattr(worker, "ensure_teardown", None)
     if teardown is None:
         return
     with contextlib.suppress(OSError, EOFError, ValueError):  # its connection is gone: it is ending already
@@ -104,65 +104,65 @@ class NodeScheduling(EachScheduling):
     def tests_finished(self) -> bool:
         return bool(super().tests_finished) and not self._held and not any(self._later.values())
 
-    def _is_lead(self, node: Any) -> bool:
-        return self._role(node) == (self._lead_gpu, MAIN)
+    def _is_lead(self, worker: Any) -> bool:
+        return self._role(worker) == (self._lead_gpu, MAIN)
 
     def _beside_gpus(self) -> set[str]:
         return {gpu for gpu, lane in self._seen if lane == BESIDE}
 
     def schedule(self) -> None:
         assert self.collection_is_completed
-        fresh = [node for node in self.node2pending if node not in self._started]
-        for node in fresh:
-            self._seen.add(self._role(node))
-        for node in fresh:
-            pending = self.node2pending[node]
-            gpu, lane = self._role(node)
+        fresh = [worker for worker in self.node2pending if worker not in self._started]
+        for worker in fresh:
+            self._seen.add(self._role(worker))
+        for worker in fresh:
+            pending = self.node2pending[worker]
+            gpu, lane = self._role(worker)
             if pending:  # a replacement: it runs what the crashed worker had left
-                node.send_runtest_some(list(pending))
+                worker.send_runtest_some(list(pending))
             elif (gpu, lane) not in self._started_roles():
-                self._first_start(node, gpu, lane)
-            self._started.append(node)
-            self._shutdown_if_done(node)
+                self._first_start(worker, gpu, lane)
+            self._started.append(worker)
+            self._shutdown_if_done(worker)
         self._release()
 
     def _started_roles(self) -> set[tuple[str, str]]:
         return {self._role(n) for n in self._started}
 
-    def _first_start(self, node: Any, gpu: str, lane: str) -> None:
-        collection = self.node2collection[node]
+    def _first_start(self, worker: Any, gpu: str, lane: str) -> None:
+        collection = self.node2collection[worker]
         wide = [i for i, nodeid in enumerate(collection) if self._node_wide(nodeid)]
-        if self._is_lead(node):
+        if self._is_lead(worker):
             self._held = wide
         own = [i for i in range(len(collection)) if i not in set(wide)]
         if lane == MAIN and gpu in self._beside_gpus():
             first_timed = next((k for k, i in enumerate(own) if self._timing(collection[i])), len(own))
             own, self._later[gpu] = own[:first_timed], own[first_timed:]
-        self.node2pending[node][:] = own
+        self.node2pending[worker][:] = own
         if own:
-            node.send_runtest_some(list(own))
+            worker.send_runtest_some(list(own))
 
-    def _waiting_for(self, node: Any) -> bool:
-        """Whether more tests may still be sent to `node`."""
-        gpu, lane = self._role(node)
+    def _waiting_for(self, worker: Any) -> bool:
+        """Whether more tests may still be sent to `worker`."""
+        gpu, lane = self._role(worker)
         if lane != MAIN:
             return False
-        return bool(self._later.get(gpu)) or (bool(self._held) and self._is_lead(node))
+        return bool(self._later.get(gpu)) or (bool(self._held) and self._is_lead(worker))
 
-    def _shutdown_if_done(self, node: Any) -> None:
-        if not self._waiting_for(node):
-            node.shutdown()
+    def _shutdown_if_done(self, worker: Any) -> None:
+        if not self._waiting_for(worker):
+            worker.shutdown()
 
-    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
-        super().mark_test_complete(node, item_index, duration)
+    def mark_test_complete(self, worker: Any, item_index: int, duration: float = 0) -> None:
+        super().mark_test_complete(worker, item_index, duration)
         self._release()
 
-    def remove_node(self, node: Any) -> str | None:
-        gpu, lane = self._role(node)
-        crashed = super().remove_node(node)
-        if lane == BESIDE and node not in self._removed2pending and not crashed:
-            end_process(node)
-            wait_for_exit((getattr(node, "workeroutput", None) or {}).get("pid"))
+    def remove_node(self, worker: Any) -> str | None:
+        gpu, lane = self._role(worker)
+        crashed = super().remove_node(worker)
+        if lane == BESIDE and worker not in self._removed2pending and not crashed:
+            end_process(worker)
+            wait_for_exit((getattr(worker, "workeroutput", None) or {}).get("pid"))
             self._ended.add(gpu)
         self._release()
         return crashed
@@ -175,19 +175,19 @@ class NodeScheduling(EachScheduling):
             return
         mains = {self._role(n)[0]: n for n in self.node2pending if self._role(n)[1] == MAIN and n in self._started}
         for gpu, later in self._later.items():
-            node = mains.get(gpu)
-            if not later or node is None or gpu not in self._ended or len(self.node2pending[node]) > 1:
+            worker = mains.get(gpu)
+            if not later or worker is None or gpu not in self._ended or len(self.node2pending[worker]) > 1:
                 continue
             self._later[gpu] = []
-            self.node2pending[node].extend(later)
-            node.send_runtest_some(later)
-            self._shutdown_if_done(node)
+            self.node2pending[worker].extend(later)
+            worker.send_runtest_some(later)
+            self._shutdown_if_done(worker)
         if not self._held or any(self._later.values()) or not self._beside_gpus() <= self._ended:
             return
         lead = next((n for n in self.node2pending if self._is_lead(n) and n in self._started), None)
         if lead is None or len(self.node2pending[lead]) > 1:
             return
-        if any(pending for node, pending in self.node2pending.items() if node is not lead):
+        if any(pending for worker, pending in self.node2pending.items() if worker is not lead):
             return
         held, self._held = self._held, []
         self.node2pending[lead].extend(held)

@@ -11,18 +11,17 @@ import os
 
 import pytest
 
-from rocm_validate.core.session import SUITE_KEY, is_xdist_worker, run_state
+from rocm_validate.core.plan import MAIN
+from rocm_validate.core.session import SUITE_KEY, is_xdist_worker
 from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
 from rocm_validate.errors import UsageError
+from rocm_validate.node.plan import worker_part
 from rocm_validate.node.work import (
-    LANE_VARIABLE,
-    MAIN,
     NODE_WIDE,
     PER_GPU,
     SHARED,
     SHARED_MARKER,
     SHARED_MARKER_HELP,
-    WORK_PROPERTY,
     Share,
     SharedSpec,
     SharedTest,
@@ -30,6 +29,7 @@ from rocm_validate.node.work import (
     kept_by,
     shared_spec,
 )
+from rocm_validate.results.report import WORK_PROPERTY
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,34 +59,33 @@ def _spec(item: pytest.Item) -> SharedSpec:
         raise UsageError(f"{item.nodeid}: {exc}") from None
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(trylast=True)  # after pytest's own -k / -m (its mark plugin) and the run's selection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Record each test's kind of work; in a worker of a whole-node run, keep only this worker's
     work (after every other selection, so every worker places the same shared tests)."""
     kinds = {item.nodeid: work_kind(item) for item in items}
     for item in items:
         item.user_properties.append((WORK_PROPERTY, kinds[item.nodeid]))
-    facts = run_state(config).node if is_xdist_worker(config) else None
-    if facts is None or facts.gpu is None:
+    plan = worker_part(config)
+    if plan is None or plan.gpu is None:
         return
     specs = {item.nodeid: _spec(item) for item in items if kinds[item.nodeid] == SHARED}
     placed = assign_shared(
         [SharedTest(nodeid, spec.seconds, spec.group) for nodeid, spec in specs.items() if not spec.split],
-        len(facts.devices),
+        len(plan.devices),
     )
-    lane = os.environ.get(LANE_VARIABLE, MAIN)
-    position = facts.position
+    position = plan.position
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         keep = kept_by(
             kinds[item.nodeid],
             item.stash.get(SUITE_KEY, None),
-            lane,
-            facts.beside,
+            plan.lane,
+            plan.beside,
             placed.get(item.nodeid),
             position,
-            lead=position == 0 and lane == MAIN,
+            lead=position == 0 and plan.lane == MAIN,
         )
         (kept if keep else dropped).append(item)
     if dropped:
@@ -98,7 +97,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def rocm_share(pytestconfig: pytest.Config) -> Share:
     """This GPU's part of split shared work (`rocm_shared(split=True)`): position and count of the
     GPUs in a whole-node run; the whole of it (0 of 1) elsewhere."""
-    facts = run_state(pytestconfig).node
-    if facts is None or facts.gpu is None:
+    plan = worker_part(pytestconfig)
+    if plan is None or plan.gpu is None:
         return Share()
-    return Share(facts.position, len(facts.devices))
+    return Share(plan.position, len(plan.devices))

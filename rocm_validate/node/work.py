@@ -31,19 +31,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rocm_validate.core.plan import BESIDE, MAIN
+from rocm_validate.core.suites import BESIDE_SUITES
+
 PER_GPU, SHARED, NODE_WIDE = "per-gpu", "shared", "node-wide"
 KINDS = (PER_GPU, SHARED, NODE_WIDE)
-WORK_PROPERTY = "rocm_work"  # a test's kind of work, in its reports' user properties
 SHARED_MARKER = "rocm_shared"
 SHARED_MARKER_HELP = (
     "rocm_shared(seconds=1, group=None, split=False): stack-level work, done once per node in a whole-node run: "
     "on one GPU (tests of one group on the same GPU), or with split=True by every GPU on its share (rocm_share)"
 )
-MAIN, BESIDE = "main", "beside"
-# Suites whose work runs in the beside lane: launch-bound, small in memory, timing nothing.
-BESIDE_SUITES: tuple[str, ...] = ("convergence",)
-# Suites that time the GPU: in the main lane they wait until the beside lane is done.
-TIMING_SUITES: tuple[str, ...] = ("perf",)
 LANE_VARIABLE = "ROCM_VALIDATE_NODE_LANE"  # set in the beside lane's worker: 'beside'
 DEFAULT_SECONDS = 1.0
 

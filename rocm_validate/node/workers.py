@@ -13,8 +13,9 @@ How the pieces fit:
   environment; a spec's `env:` is applied by the worker itself). A worker that crashes is
   replaced from the same spec: the new one is pinned to the same GPU and takes over that GPU's
   remaining tests, and the crashed test is reported with that GPU.
-* The controller also hands each worker, through `workerinput`, the devices as it found them and
-  the visibility variables in force before pinning (`NodeFacts`), so a worker knows its GPU's
+* The controller resolves the run plan once (`node/plan.py`) and hands each worker, through
+  `workerinput`, its whole-node part (`core.plan.NodePlan`: the devices as it found them, the
+  visibility variables in force before pinning, each GPU's pinning), so a worker knows its GPU's
   index on the node and the collectives suite can pin its ranks to the whole selection.
 * Each worker keeps its own work (`node/work.py`): every per-GPU test, the shared (stack-level)
   tests placed on its GPU, or in the beside lane (a second worker per GPU when the convergence
@@ -24,54 +25,30 @@ How the pieces fit:
 * `-n` is set to the number of selected devices; a `-n` the user gave must match it. Beside
   lanes are workers beyond it.
 * A usage error found while a worker collects (a marker's bad value, a named test the run's own
-  selection leaves out) is handed to the controller (`stop_run`), which ends the run with it, exit
+  selection leaves out) is handed to the controller (`core.outputs.stop_run`), which ends the run with it, exit
   status 4: pytest-xdist would report one raised in a worker as an internal error.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
-from rocm_validate.core.levels import LEVELS
 from rocm_validate.core.options import DEVICE, Settings
-from rocm_validate.core.outputs import outputs_of
+from rocm_validate.core.outputs import USAGE_ERROR_KEY, outputs_of
+from rocm_validate.core.plan import MAIN, NODE_GPU_VARIABLE
 from rocm_validate.core.session import RunState, is_xdist_worker, run_state
-from rocm_validate.core.suites import NODE_WIDE_SUITES, suite_of_nodeid
+from rocm_validate.core.suites import BESIDE_SUITES, NODE_WIDE_SUITES, TIMING_SUITES, suite_of_nodeid
 from rocm_validate.errors import UsageError
-from rocm_validate.node.facts import NODE_GPU_VARIABLE, NodeFacts, outer_visibility
-from rocm_validate.node.work import BESIDE_SUITES, LANE_VARIABLE, MAIN
-from rocm_validate.platform.device_info import DeviceInfo
-from rocm_validate.results.metrics import GpuRef
+from rocm_validate.node.budget import BUDGETS, describe_node_budget
+from rocm_validate.node.facts import to_workerinput, worker_specs
+from rocm_validate.node.plan import REQUESTED_WORKERS_KEY, WORKERINPUT_KEY, needs_workers
+from rocm_validate.node.work import LANE_VARIABLE
 
-WORKERINPUT_KEY = "rocm_validate_node"
-USAGE_ERROR_KEY = "rocm_validate_usage_error"  # a worker's workeroutput: the usage error it found
 _XDIST_INSTALL = "pip install pytest-xdist (or pip install -e '.[test]')"
-# Set when this run distributes over pinned workers: the -n the user gave, or None.
-REQUESTED_WORKERS_KEY = pytest.StashKey["int | None"]()
 # Controller: how many tests each worker collected (workers keep different work).
 COLLECTED_KEY = pytest.StashKey["dict[str, int]"]()
-
-
-def needs_workers(settings: Settings) -> bool:
-    """A whole-node run with a per-GPU suite selected runs one pinned worker per device; a run of
-    node-wide suites alone (collectives) needs none: its ranks are processes of their own."""
-    return settings.node_run and bool(settings.suites - set(NODE_WIDE_SUITES))
-
-
-def beside_lanes(settings: Settings, devices: list[DeviceInfo]) -> bool:
-    """Whether each GPU gets a beside lane: a node run of two or more GPUs with a beside suite
-    (convergence) selected, below the extended level (whose sustained-load checks want the GPU
-    alone and a pattern over most of its memory)."""
-    gpus = [d for d in devices if d.is_gpu]
-    return (
-        needs_workers(settings)
-        and len(gpus) >= 2
-        and bool(set(BESIDE_SUITES) & settings.suites)
-        and LEVELS.index(settings.level) < LEVELS.index("extended")
-    )
 
 
 def worker_count_problem(requested: object, devices: int, selection: str) -> str | None:
@@ -111,44 +88,25 @@ def configure_controller(config: pytest.Config, settings: Settings) -> None:
 
 
 def start_controller(config: pytest.Config, state: RunState) -> None:
-    """At session start, before the workers exist: the devices, and one pinned worker spec each."""
-    devices = state.node_devices()
-    workers = REQUESTED_WORKERS_KEY in config.stash
-    facts = NodeFacts(
-        tuple(devices), outer_visibility(os.environ), beside=workers and beside_lanes(state.settings, devices)
-    )
-    state.node = facts
-    if not workers:
+    """At session start, before the workers exist: the plan (the devices), and one pinned worker
+    spec each."""
+    plan = state.plan.node
+    if plan is None or not plan.workers:
         return
     problem = worker_count_problem(
-        config.stash[REQUESTED_WORKERS_KEY], len(facts.devices), state.settings.device.argument
+        config.stash[REQUESTED_WORKERS_KEY], len(plan.devices), state.settings.device.argument
     )
     if problem:
         raise UsageError(problem)
-    config.option.tx = facts.worker_specs()
+    config.option.tx = worker_specs(plan)
 
 
-def worker_facts(config: pytest.Config) -> NodeFacts | None:
-    """In a worker of a node run: the controller's facts, with this worker's GPU."""
-    data = getattr(config, "workerinput", {}).get(WORKERINPUT_KEY)
-    return None if data is None else NodeFacts.from_workerinput(data)
-
-
-def report_gpu(report: Any, state: RunState) -> GpuRef | None:
-    """The GPU a report (from a worker, or xdist's report of a crashed one) belongs to."""
-    gateway = getattr(getattr(report, "node", None), "gateway", None)
-    index = state.worker_gpus.get(str(getattr(gateway, "id", "")))
-    if index is None or state.node is None:
-        return None
-    return state.node.gpu_ref(index)
-
-
-def header_lines(state: RunState, workers: bool) -> list[str]:
+def header_lines(state: RunState) -> list[str]:
     """What a node run validates and how each GPU's worker is pinned."""
-    facts = state.node
-    if facts is None:
+    plan = state.node
+    if plan is None:
         return []
-    devices = facts.devices
+    devices, workers = plan.devices, plan.workers
     if not devices[0].is_gpu:
         return [
             f"rocm-validate node: {DEVICE.flag}={state.settings.device.argument} found no GPU; validating the CPU once"
@@ -159,35 +117,20 @@ def header_lines(state: RunState, workers: bool) -> list[str]:
         else "not distributed (collect-only, or node-wide suites only)"
     )
     lines = [f"rocm-validate node: {len(devices)} GPU{'s' if len(devices) > 1 else ''}, {how}"]
-    if workers and facts.beside:
+    if workers and plan.beside:
         lines[0] += f", and a second beside it for the {', '.join(BESIDE_SUITES)} suite's training"
     if workers and set(NODE_WIDE_SUITES) & state.settings.suites:
         lines[0] += (
             f"; {', '.join(sorted(set(NODE_WIDE_SUITES) & state.settings.suites))} once, after them, on GPU {devices[0].index}'s worker"
         )
     if workers:
-        from rocm_validate.core.levels import describe_node_budget
-        from rocm_validate.node.budget import NODE_BUDGETS
-
         level = state.settings.level
-        budget = NODE_BUDGETS[level].seconds(len(devices), state.settings.suites)
+        budget = BUDGETS[level].seconds(len(devices), state.settings.suites)
         lines.append(f"rocm-validate node: level {describe_node_budget(level, len(devices), budget)}")
-    for device in devices:
-        assert device.index is not None
+    for device, pinned in zip(devices, plan.pinnings, strict=True):
         ids = ", ".join(f"{k} {v}" for k, v in (("BDF", device.pci_bus_id), ("UUID", device.uuid)) if v)
-        lines.append(
-            f"rocm-validate node: GPU {device.index}{f' ({ids})' if ids else ''}: {device.name}; "
-            f"{facts.pinning((device.index,)).describe()}"
-        )
+        lines.append(f"rocm-validate node: GPU {device.index}{f' ({ids})' if ids else ''}: {device.name}; {pinned}")
     return lines
-
-
-def stop_run(config: pytest.Config, problem: str) -> None:
-    """A usage error found while collecting: raised in a plain run or the controller; in a
-    pytest-xdist worker, handed to the controller (see the module's docstring)."""
-    if not is_xdist_worker(config):
-        raise UsageError(problem)
-    config.workeroutput.setdefault(USAGE_ERROR_KEY, problem)  # type: ignore[attr-defined]  # set by pytest-xdist
 
 
 # --- pytest-xdist hooks (optional: pytest-xdist may not be installed) ---------------------------
@@ -204,15 +147,15 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Controller: note the GPU each worker (a replacement too) is pinned to, read once from its
-    spec, and hand the worker the node's facts and its GPU."""
+    """Controller: note the GPU each worker (`node`, as pytest-xdist names it; a replacement too)
+    is pinned to, read once from its spec, and hand the worker the whole-node plan and its GPU."""
     state = run_state(node.config)
     if state.node is None:
         return
     value = node.gateway.spec.env.get(NODE_GPU_VARIABLE)
     gpu = None if value is None else int(value)
     state.worker_gpus[node.gateway.id] = gpu
-    node.workerinput[WORKERINPUT_KEY] = state.node.to_workerinput(gpu)
+    node.workerinput[WORKERINPUT_KEY] = to_workerinput(state.node, gpu)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -239,7 +182,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if state.node is None or REQUESTED_WORKERS_KEY not in config.stash:
         return None
     from rocm_validate.node.scheduling import NodeScheduling
-    from rocm_validate.node.work import TIMING_SUITES
 
     def node_wide(nodeid: str) -> bool:
         return bool(config.hook.pytest_rocm_node_wide(config=config, nodeid=nodeid))

@@ -116,8 +116,9 @@ def pytest_configure_benchmark_json(config: pytest.Config) -> None:
     config.stash[BENCHMARK_JSON_KEY] = outputs.claim(config, BENCHMARK_JSON, "benchmarks.json")
 
 
-@pytest.hookimpl(trylast=True)  # after rocm_validate.plugin has resolved the run-wide settings
 def pytest_configure(config: pytest.Config) -> None:
+    """After rocm_validate.plugin's pytest_configure (tryfirst, for the outputs) has resolved the
+    run-wide settings."""
     config.stash[SETTINGS_KEY] = resolve_perf_settings(config)
 
 

@@ -3,4 +3,4 @@ metrics table, the JSON report and its schemas, device summaries), jsonfile (sch
 atomically written JSON), triage (failure categories and the verdict line), peers (each GPU
 against its peers), summary (markdown, HTML and the node table), plots (the summary's plots),
 sizes (message sizes: one format for the collectives and the gate), known_defects (the known-defects
-tables' schema, loader and matching)."""
+tables' schema, loader and matching), time_used (where a run's time went)."""

@@ -138,6 +138,7 @@ NODE_SCHEMA: dict[str, Any] = {
 
 # A preflight check's findings about the host (rocm_validate.preflight.checks.Finding) travel as
 # this user property, a JSON list, as a correctness test's margins travel as NUMERICS_PROPERTY.
+WORK_PROPERTY = "rocm_work"  # a test's kind of work (rocm_validate.node.work), in its reports' user properties
 FINDINGS_PROPERTY = "rocm_findings"
 FINDING_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -2,7 +2,8 @@
 
 `build_model("bert-large")` is MLPerf's BERT-L (24 layers, hidden 1024, 16 heads, FFN 4096,
 vocab 30522, sequence 512); `llama-3.1-8b` is the Llama-3.1-8B decoder at full width with a
-configurable number of layers. Each has a `tiny` scale that trains on a CPU in seconds.
+configurable number of layers; `llama-2-70b` the Llama-2-70B decoder (width 8192, GQA 64/8, MLP
+28672), MLPerf llama2_70b_lora's base. Each has a `tiny` scale that trains on a CPU in seconds.
 A build carries a synthetic batch maker and the training FLOPs per sample, so throughput can be
 reported as model TFLOP/s.
 """
@@ -107,6 +108,33 @@ MODELS: dict[str, ModelSpec] = {
                 intermediate_size=896,
                 max_position_embeddings=512,
                 rope_theta=500000.0,
+                rms_norm_eps=1e-5,
+                tie_word_embeddings=False,
+            ),
+            seq_len={"full": 4096, "tiny": 128},
+        ),
+        ModelSpec(  # MLPerf llama2_70b_lora's base model (its layers, as many as a step needs)
+            "llama-2-70b",
+            "llama",
+            full=dict(
+                vocab_size=32000,
+                hidden_size=8192,
+                num_hidden_layers=80,
+                num_attention_heads=64,
+                num_key_value_heads=8,
+                intermediate_size=28672,
+                max_position_embeddings=8192,
+                rms_norm_eps=1e-5,
+                tie_word_embeddings=False,
+            ),
+            tiny=dict(
+                vocab_size=1024,
+                hidden_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=8,
+                num_key_value_heads=2,
+                intermediate_size=896,
+                max_position_embeddings=512,
                 rms_norm_eps=1e-5,
                 tie_word_embeddings=False,
             ),

@@ -1,0 +1,81 @@
+"""The node trains: the Llama-3.1-8B-shaped decoder sharded with FSDP2 and BERT-L with DDP over
+every selected device (one rank per GPU, or gloo ranks on the CPU), each timed on the group and
+alone, and the N-rank step checked against the one-rank step on the same global batch and seed
+(rocm_validate/collectives/steps.py says how, with its error model).
+
+The world runs once (the `training_steps` fixture) and each test reads its part; a rank that
+died or hung fails every test that needed it, naming it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rocm_validate.collectives.steps import parity, throughput
+from rocm_validate.platform import peaks
+from rocm_validate.results.peers import PeerSample, compare
+
+MODELS = {"fsdp": "llama-3.1-8b", "ddp": "bert-large", "lora": "llama-2-70b-lora"}
+# DDP BERT-L and the LoRA step run at the extended level (steps.py STANDARD_JOBS).
+JOBS = ["fsdp", *(pytest.param(job, marks=pytest.mark.rocm_level("extended")) for job in ("ddp", "lora"))]
+UNITS = {"fsdp": "tokens/s", "ddp": "samples/s", "lora": "tokens/s"}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_sharded_step_computes_what_one_rank_computes(training_steps, precision) -> None:
+    results = training_steps.require("parity")
+    check = parity(precision, results, training_steps.world.labels)
+    assert check.passed, check.message()
+    print(check.message())  # the measured margin, in the report of a run with -rA
+
+
+def _prefix(training_steps, job: str, result: dict) -> str:
+    plan = training_steps.plan
+    scale = "" if plan.scale == "full" else f"-{plan.scale}"
+    depth = f"-{result[job]['layers']}l" if job != "ddp" else ""
+    return f"train.{job}.{MODELS[job]}{scale}{depth}.{training_steps.world.size}ranks"
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_the_step_over_the_node_holds_its_baseline(training_steps, job, perf, rocm_device) -> None:
+    """Throughput per GPU, model TFLOP/s per GPU (its fraction of the bf16 peak is the MFU), peak
+    memory and the scaling efficiency against the same per-GPU batch alone, each against this
+    device's baseline for this many GPUs."""
+    results = training_steps.require(job)
+    measured = throughput(job, results)
+    prefix = _prefix(training_steps, job, results[0])
+    common = {"dispersion": measured.dispersion, "samples": training_steps.plan.steps}
+    unit = UNITS[job]
+    peak = peaks.peak_for(rocm_device, "bf16") if rocm_device.is_gpu else None
+    extra = {"world": measured.world, "solo_s": list(measured.solo_s), "group_s": measured.group_s}
+    if peak:
+        extra["mfu"] = measured.tflops_per_gpu / peak
+    perf.record(f"{prefix}.{unit.split('/')[0]}_per_s_per_gpu", measured.per_gpu_rate, unit, "higher", **common)
+    perf.record(
+        f"{prefix}.model_tflops_per_gpu", measured.tflops_per_gpu, "TFLOP/s", "higher", peak=peak, extra=extra, **common
+    )
+    perf.record(f"{prefix}.scaling_efficiency", measured.efficiency, "ratio", "higher", **common)
+    memory = [m for m in measured.peak_gib if m is not None]
+    if memory:
+        perf.record(f"{prefix}.peak_memory", max(memory), "GiB", "lower")
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_no_gpu_holds_the_step_back(training_steps, job, noise_band) -> None:
+    """Each rank's step alone against the median of its peers, and, for the sharded step, the rank
+    the others waited for in the all-gathers: the slow GPU is named even with no baseline."""
+    results = training_steps.require(job)
+    measured = throughput(job, results)
+    labels = training_steps.world.labels
+    samples = [
+        PeerSample(labels[r], measured.work_per_rank / s, measured.solo_spread[r])
+        for r, s in enumerate(measured.solo_s)
+    ]
+    name = f"{_prefix(training_steps, job, results[0])}.scaling_efficiency"
+    slow = [
+        f.message
+        for f in compare(f"{job} step alone", UNITS[job], "higher", samples, lambda a, b: noise_band(name, (a, b)))
+        if f.flagged
+    ]
+    straggler = measured.straggler(labels)
+    assert not slow and not straggler, "\n".join([*slow, *([straggler] if straggler else [])])
