@@ -44,9 +44,10 @@ def test_the_collectives_grow_with_the_ranks_the_bus_factor_and_the_pairs():
     assert cost.seconds(8) == pytest.approx(6 + 16 + 4 * 1.75 + 28)
 
 
-def test_the_standard_budget_is_five_and_a_half_minutes_on_two_gpus_with_the_training_steps_and_within_ten_on_eight():
+def test_the_standard_budget_is_five_minutes_ten_on_two_gpus_with_the_training_steps_and_within_ten_on_eight():
     standard = BUDGETS["standard"]
-    assert standard.seconds(2, SUITES) == 330  # 300 s, and the training steps' 25 s node-wide
+    # The training steps' 25 s node-wide, less the compiled BERT-L and Llama steps (now extended).
+    assert standard.seconds(2, SUITES) == 310
     assert standard.seconds(8, SUITES) <= 600
     assert standard.seconds(2, {"correctness"}) < standard.seconds(2, {"correctness", "perf"})
     assert BUDGETS["quick"].seconds(2, SUITES) < standard.seconds(2, SUITES) < BUDGETS["extended"].seconds(2, SUITES)

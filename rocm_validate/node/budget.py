@@ -163,7 +163,7 @@ class LevelBudget:
 _STANDARD = {
     "preflight": SuiteWork(per_gpu_s=5),
     "correctness": SuiteWork(per_gpu_s=100, shared_s=60, largest_shared_s=26),
-    "perf": SuiteWork(per_gpu_s=90, shared_s=85, largest_shared_s=60, timed=True),
+    "perf": SuiteWork(per_gpu_s=90, shared_s=45, largest_shared_s=40, timed=True),
     "convergence": SuiteWork(per_gpu_s=15, shared_s=185, largest_shared_s=5, node_s=5, beside=True),
     "collectives": SuiteWork(node_s=25),  # the training steps (test_training.py), node-wide, once
 }

@@ -48,6 +48,10 @@ def test_bert_large_eager_training_step(perf, bert: TrainingSetup) -> None:
 
 
 @pytest.mark.requires_gpu
+# Extended: a cold compile of BERT-L is 47-50 s on an H200, the standard level's whole-node run has no
+# room for it beside the node's training steps; torch.compile is still checked at standard (the
+# correctness suite's compiled models, the torchao FP8 step against the compiled bf16 step).
+@pytest.mark.rocm_level("extended")
 @pytest.mark.rocm_shared(seconds=47)  # the compiler's speedup is the stack's: one GPU of a node (47-50 s cold, H200)
 def test_bert_large_compiled_training_step(perf, bert: TrainingSetup) -> None:
     compiled_step = training_step(torch.compile(bert.build.model), bert.batch, bert.optimizer)

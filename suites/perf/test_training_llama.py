@@ -156,6 +156,7 @@ def _compare_with_compiled_bf16(
 
 
 @pytest.mark.requires_gpu
+@pytest.mark.rocm_level("extended")  # standard times the compiled bf16 step against FP8 (the torchao step)
 @pytest.mark.rocm_shared(seconds=19, group="llama-compiled")  # the stack's compiler: one GPU of a node
 def test_llama_decoder_compiled_training_step(perf, llama: TrainingSetup, compiled_step) -> None:
     measured = perf.measure(compiled_step, **STEP_PLANS[perf.scale])
