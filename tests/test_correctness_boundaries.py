@@ -5,6 +5,8 @@ same kinds of bugs inside the real suite.)"""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -188,9 +190,25 @@ def test_the_margins_record_says_how_close_each_bound_came():
     recorded = margins(
         compare("gemm.bfloat16 [margins]", reference, golden, tolerance_for("gemm.bfloat16", "cpu"), reference)
     )
-    assert recorded["passed"] and recorded["ratio"] == 1.0 and recorded["norm_ratio"] == 1.0
-    assert recorded["k"] == 8 and recorded["k_norm"] == 4 and recorded["allowed_lean"] == 0.08 * 2**-8
-    assert recorded["precision"] == "bfloat16" and recorded["model_ratio"] <= 1 and recorded["lean"] == 0
+    assert recorded.passed and recorded.ratio == 1.0 and recorded.norm_ratio == 1.0
+    assert recorded.k == 8 and recorded.k_norm == 4 and recorded.allowed_lean == 0.08 * 2**-8
+    assert recorded.precision == "bfloat16" and recorded.model_ratio <= 1 and recorded.lean == 0
+
+
+def test_the_margins_keep_the_reports_keys_and_read_back_from_the_property():
+    from rocm_validate.results.margins import margins_in
+    from rocm_validate.results.metrics import NUMERICS_PROPERTY
+
+    golden, reference = _bf16_gemm_problem(4)
+    recorded = margins(
+        compare("gemm.bfloat16 [margins]", reference, golden, tolerance_for("gemm.bfloat16", "cpu"), reference)
+    )
+    assert list(recorded.to_dict()) == [
+        "check", "passed", "ratio", "k", "norm_ratio", "k_norm", "sqnr_db", "reference_sqnr_db", "min_sqnr_db",
+        "precision", "model_ratio", "model_norm_ratio", "lean", "lean_ulps", "allowed_lean", "accuracy_ratio",
+        "accuracy_factor",
+    ]  # fmt: skip
+    assert margins_in([(NUMERICS_PROPERTY, json.dumps([recorded.to_dict()]))]) == [recorded]
 
 
 def test_a_projects_own_rule_is_consulted_before_the_package_table():

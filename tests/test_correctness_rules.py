@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.core.requirements import attention_skip_reason, blas_skip_reason
 from rocm_validate.correctness.attention import (
     NAMED_CASES,
     AttentionCase,
+    attention_skip_reason,
     named_case,
 )
+from rocm_validate.correctness.blas import blas_skip_reason
 from rocm_validate.platform import capabilities
 from rocm_validate.platform.capabilities import blas_library
 from rocm_validate.platform.devices import DeviceInfo

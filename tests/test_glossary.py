@@ -75,7 +75,9 @@ def _words(text: str) -> set[str]:
 # --- reference: a correctness check's same-precision computation -------------------------------
 # MLPerf keeps its word (reference convergence points); a citation of the shared facts folder
 # (reference/<file>.md) is a path; the report's timing key of a speedup's default path is kept.
-REFERENCE_HOMES = ("correctness/", "convergence/")
+# The comparator's words live in the correctness package and in the record of a check's margins.
+COMPARATOR_HOMES = ("correctness/", "results/margins.py")
+REFERENCE_HOMES = (*COMPARATOR_HOMES, "convergence/")
 REFERENCE_KEPT = ('"reference": default.timing',)
 
 
@@ -107,6 +109,12 @@ SKU_FLOOR_NAMES = {
     "shipped_floor",
     "_amd_floor",
     "_nvidia_floor",
+    "sku_floor",
+    "sku_floor_source",
+    "sku_floor_verdict",
+    "floor_value",  # the report's keys for the SKU floor a metric was held to
+    "floor_source",
+    "floor_verdict",
 }
 FLOOR_SAID = r"max\(floor|floor=|clock.floor|lean.floor|noise.floor"
 FLOOR_OTHER_MEANINGS = "min_band (the gate's band), underflow, allowance, min_lean or the minimum SQNR"
@@ -117,7 +125,7 @@ def floor_misuses(tok: Token) -> Iterator[Misuse]:
         return
     if tok.kind == "name" and tok.text == "floor" and tok.before == ".":  # math.floor, torch.floor
         return
-    in_comparator = tok.module.startswith("correctness/")
+    in_comparator = tok.module.startswith(COMPARATOR_HOMES)
     if tok.kind == "name":
         misused = in_comparator or tok.text not in SKU_FLOOR_NAMES
     else:
@@ -133,7 +141,7 @@ K_KEPT = ('"k": threshold.noise_multiple', "FORMER_KEYS")
 
 
 def k_misuses(tok: Token) -> Iterator[Misuse]:
-    if tok.module.startswith("correctness/") or any(kept in tok.logical_line for kept in K_KEPT):
+    if tok.module.startswith(COMPARATOR_HOMES) or any(kept in tok.logical_line for kept in K_KEPT):
         return
     line = tok.logical_line
     if tok.kind == "name" and tok.text == "k":

@@ -171,3 +171,46 @@ def test_a_verdict_that_is_no_verdict_is_refused():
 
     with pytest.raises(ValueError, match="'regresed' is not a valid Verdict"):
         Metric("gemm.bf16.8192x8192x8192", 700.0, "TFLOP/s", verdict="regresed")
+
+
+def test_the_gates_record_is_written_under_extra_gate_with_the_reports_keys():
+    from rocm_validate.results.metrics import GateRecord, Metric, Verdict
+
+    floor = {"sku_floor": 552.0, "sku_floor_source": "datasheet x0.75", "sku_floor_verdict": Verdict.FLOOR_PASS}
+    record = GateRecord(0.03, 3.0, 0.08, gated_by="floor", **floor)
+    metric = Metric("gemm.bf16.8192x8192x8192", 700.0, "TFLOP/s", extra={"timing": {}}, gate=record)
+    assert metric.to_dict()["extra"] == {
+        "timing": {},
+        "gate": {
+            "floor": 0.03,
+            "k": 3.0,
+            "cap": 0.08,
+            "floor_value": 552.0,
+            "floor_source": "datasheet x0.75",
+            "floor_verdict": "floor-pass",
+            "allowed": None,
+            "noise": None,
+            "basis": "throughput",
+            "detectable": None,
+            "gated_by": "floor",
+        },
+    }
+    assert "gate" not in metric.to_dict()
+
+
+def test_a_metric_read_back_from_its_property_carries_the_same_gate_record():
+    from rocm_validate.results.metrics import GateRecord, Metric, metrics_from_properties
+
+    record = GateRecord(0.03, 3.0, 0.08, informational="host-side", gated_by="baseline", accepted_regression=True)
+    metric = Metric("launch.empty_kernel.host_us", 4.0, "us", better="lower", gate=record)
+    (read,) = metrics_from_properties([metric.to_property()])
+    assert read == metric and read.gate == record and read.extra == {}
+
+
+def test_a_metric_the_gate_never_judged_writes_only_its_band():
+    from rocm_validate.results.metrics import GateRecord, Metric, Verdict
+
+    metric = Metric(
+        "gemm.bf16.8192x8192x8192", 0.0, "TFLOP/s", verdict=Verdict.INVALID, gate=GateRecord(0.03, 3.0, 0.08)
+    )
+    assert metric.to_dict()["extra"] == {"gate": {"floor": 0.03, "k": 3.0, "cap": 0.08}}

@@ -9,13 +9,12 @@ other failure is classified from its exception, its message and the suite it bel
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 
-from rocm_validate.results.metrics import NUMERICS_PROPERTY
+from rocm_validate.results.margins import margins_in
 from rocm_validate.results.triage import (
     CATEGORIES,
     CATEGORY_PROPERTY,
@@ -62,10 +61,7 @@ def exception_types(exc: BaseException | None) -> tuple[str, ...]:
 
 
 def _numerics_failed(properties: list[tuple[str, Any]]) -> bool:
-    for name, value in properties:
-        if name == NUMERICS_PROPERTY and any(not c.get("passed", True) for c in json.loads(value)):
-            return True
-    return False
+    return any(not check.passed for check in margins_in(properties))
 
 
 def category_property(properties: list[tuple[str, Any]]) -> str | None:

@@ -21,6 +21,7 @@ from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
 from rocm_validate.core.suites import BESIDE_SUITES, TIMING_SUITES, suite_of_nodeid
 from rocm_validate.results.known_defects import KNOWN_DEFECT_PROPERTY, Matched, known_defect_of
+from rocm_validate.results.margins import CheckMargins, margins_in
 from rocm_validate.results.metrics import (
     NUMERICS_PROPERTY,
     PROPERTY_PREFIX,
@@ -76,9 +77,9 @@ def _category(report: pytest.TestReport, suite: str | None) -> str:
     return found
 
 
-def numerics_summary(checks: list[dict[str, Any]]) -> str:
+def numerics_summary(checks: list[CheckMargins]) -> str:
     """'12 checks, all within bounds' or '12 checks, 1 failed: <check>' for JUnit."""
-    failed = [c["check"] for c in checks if not c["passed"]]
+    failed = [c.check for c in checks if not c.passed]
     if not failed:
         return f"{len(checks)} checks, all within their tolerances"
     return f"{len(checks)} checks, {len(failed)} failed: {'; '.join(failed[:3])}"
@@ -92,7 +93,7 @@ def readable_properties(properties: list[tuple[str, Any]]) -> list[tuple[str, An
         if name in metrics:
             shown.append((name, metrics[name]))
         elif name == NUMERICS_PROPERTY:
-            shown.append((name, numerics_summary(json.loads(value))))
+            shown.append((name, numerics_summary(margins_in([(name, value)]))))
         elif name == KNOWN_DEFECT_PROPERTY:
             known = Matched.from_dict(json.loads(value))
             shown.append((name, f"{known.label}, {known.state}; workaround: {known.workaround}"))

@@ -34,7 +34,7 @@ from rocm_validate.results.known_defects import (
     parse_table,
     unmatched_tests,
 )
-from rocm_validate.results.metrics import NUMERICS_PROPERTY
+from rocm_validate.results.margins import margins_in
 from rocm_validate.results.triage import CATEGORY_PROPERTY
 
 KNOWN_DEFECTS = options.OptionSpec(
@@ -140,9 +140,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _failed_checks(properties: list[tuple[str, Any]]) -> list[str]:
-    return [
-        str(c["check"]) for n, v in properties if n == NUMERICS_PROPERTY for c in json.loads(v) if not c.get("passed")
-    ]
+    return [check.check for check in margins_in(properties) if not check.passed]
 
 
 def _stack_facts(item: pytest.Item) -> StackFacts | None:

@@ -1,26 +1,24 @@
 """Every reason a test cannot run here, stated as need vs found ("needs gfx94x, found sm_90").
 
-The requirement markers (`requires_gpu`, `requires_arch`, ...) and the checks' own needs (an
-SDPA backend, a BLAS library choice, `_scaled_mm` with a scaling, FP8 formats, an optional
-library) are all decided here, from a `DeviceInfo` and the platform rules of
-`rocm_validate.platform.capabilities`, so one need is always worded one way.
+The requirement markers (`requires_gpu`, `requires_arch`, ...) and the needs more than one suite
+shares (`_scaled_mm` with a scaling, FP8 formats, an FP8 recipe, an optional library, a backend's
+refusal) are decided here, from a `DeviceInfo` and the platform rules of
+`rocm_validate.platform.capabilities`, so one need is always worded one way. A need only one suite
+has lives with that suite (an SDPA backend, a BLAS choice and a block's CPU limit in correctness/)
+and words its found side with `device_label`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import pytest
 
 from rocm_validate.errors import LibraryMissing, MarkerUsageError
 from rocm_validate.platform import capabilities, probes
 from rocm_validate.platform.devices import DeviceInfo
-
-if TYPE_CHECKING:
-    from rocm_validate.workloads.fp8_recipes import Fp8Recipe
-
 
 __all__ = ["MARKERS", "NotValidated", "not_validated"]
 MARKERS: dict[str, str] = {
@@ -41,12 +39,13 @@ def _arch_display(prefix: str) -> str:
     return prefix if _FULL_ARCH.match(prefix) else prefix + "x"
 
 
-def _describe(device: DeviceInfo) -> str:
+def device_label(device: DeviceInfo) -> str:
+    """What a skip reason says it found: the arch of a GPU, 'cpu (<name>)' otherwise."""
     return device.arch if device.is_gpu else f"cpu ({device.name})"
 
 
 def requires_gpu(device: DeviceInfo) -> str | None:
-    return None if device.is_gpu else f"needs a GPU, found {_describe(device)}"
+    return None if device.is_gpu else f"needs a GPU, found {device_label(device)}"
 
 
 def requires_arch(device: DeviceInfo, prefixes: Sequence[str]) -> str | None:
@@ -55,12 +54,12 @@ def requires_arch(device: DeviceInfo, prefixes: Sequence[str]) -> str | None:
     if any(device.arch.lower().startswith(p.lower()) for p in prefixes):
         return None
     wanted = " or ".join(_arch_display(p) for p in prefixes)
-    return f"needs {wanted}, found {_describe(device)}"
+    return f"needs {wanted}, found {device_label(device)}"
 
 
 def fp8_skip_reason(device: DeviceInfo) -> str | None:
     """Why FP8 cannot be checked at all: the device computes no FP8 format natively."""
-    return None if device.fp8_formats else f"needs native FP8, found none on {_describe(device)}"
+    return None if device.fp8_formats else f"needs native FP8, found none on {device_label(device)}"
 
 
 def requires_fp8(device: DeviceInfo, formats: Sequence[str]) -> str | None:
@@ -69,7 +68,7 @@ def requires_fp8(device: DeviceInfo, formats: Sequence[str]) -> str | None:
         return fp8_skip_reason(device)
     missing = [f for f in formats if f not in have]
     if missing:
-        return f"needs FP8 {'/'.join(missing)}, found {'/'.join(device.fp8_formats)} on {_describe(device)}"
+        return f"needs FP8 {'/'.join(missing)}, found {'/'.join(device.fp8_formats)} on {device_label(device)}"
     return None
 
 
@@ -85,8 +84,10 @@ def requires_memory(device: DeviceInfo, gib: Any) -> str | None:
         raise MarkerUsageError(f"requires_memory needs a positive number of GiB, found {gib!r}")
     have = device.memory_gib
     if have is None:
-        return f"needs {gib:g} GiB of device memory, found an unknown amount on {_describe(device)}"
-    return None if have >= gib else f"needs {gib:g} GiB of device memory, found {have:.1f} GiB on {_describe(device)}"
+        return f"needs {gib:g} GiB of device memory, found an unknown amount on {device_label(device)}"
+    return (
+        None if have >= gib else f"needs {gib:g} GiB of device memory, found {have:.1f} GiB on {device_label(device)}"
+    )
 
 
 def skip_reason(name: str, args: tuple[Any, ...], device: DeviceInfo, devices: Sequence[DeviceInfo]) -> str | None:
@@ -114,23 +115,6 @@ REQUIREMENT_MARKERS = ("requires_gpu", "requires_arch", "requires_fp8", "require
 # --- the checks' own needs -------------------------------------------------------------------
 
 
-def attention_skip_reason(sdpa_kernel: str, device: DeviceInfo) -> str | None:
-    """Why SDPA kernel `sdpa_kernel` cannot be checked on `device`; None when it can."""
-    if sdpa_kernel in device.attention_backends:
-        return None
-    return f"needs the {sdpa_kernel} SDPA backend, found {', '.join(device.attention_backends)} on {_describe(device)}"
-
-
-def blas_skip_reason(choice: str, device: DeviceInfo) -> str | None:
-    """Why BLAS `choice` ('default', 'blaslt', 'blas') cannot be tested on `device`; None when it can."""
-    if choice == "default" or capabilities.blas_library(choice, device.backend) is not None:
-        return None
-    return (
-        f"needs a GPU BLAS library choice (cuBLAS / cuBLASLt on CUDA, rocBLAS / hipBLASLt on ROCm), "
-        f"found {device.backend} ({device.preferred_blas or 'its own BLAS'})"
-    )
-
-
 _SCALING_NAMES = {"tensorwise": "tensor-wise", "rowwise": "row-wise"}
 
 
@@ -141,7 +125,7 @@ def scaled_mm_skip_reason(device: DeviceInfo, scaling: str = "tensorwise", out_d
     16x16x16 call per device and scaling, any exception a refusal); elsewhere the version rule
     of `capabilities.scaled_mm_supported` does.
     """
-    where = _describe(device)
+    where = device_label(device)
     if not device.fp8_formats:
         return fp8_skip_reason(device)
     probe = probes.scaled_mm_probe(device, scaling)
@@ -174,18 +158,6 @@ def _scaled_mm_rule_reason(device: DeviceInfo, scaling: str, where: str) -> str 
             f"(runtime {device.runtime_version}, torch {device.torch_version})"
         )
     return None
-
-
-def block_skip_reason(block: str, dtype: str, device: DeviceInfo, cpu_low_precision_grads: bool) -> str | None:
-    """Why a building block is not checked in `dtype` here: PyTorch's CPU embedding backward adds
-    repeated indices' gradients in the dtype itself (1000 rows of 0.01 sum to 4.0 in bf16), a
-    platform limit of the CPU kernel, not a fault of this node."""
-    if device.is_gpu or dtype not in ("bfloat16", "float16") or cpu_low_precision_grads:
-        return None
-    return (
-        f"needs a {block} backward that accumulates {dtype} gradients in float32, found the CPU kernel "
-        f"accumulating in {dtype} ({device.name}); {dtype} training on the CPU is not validated"
-    )
 
 
 def library_skip_reason(missing: LibraryMissing, purpose: str) -> str:
@@ -234,7 +206,20 @@ def not_validated(reason: str, category: str | None = None, fix: str | None = No
     raise NotValidated(reason, category, fix)
 
 
-def fp8_recipe_skip_reason(device: DeviceInfo, recipe: Fp8Recipe) -> str | None:
+class Fp8Needs(Protocol):
+    """What an FP8 training recipe needs of a device (`workloads.fp8_recipes.Fp8Recipe` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def needs_gpu(self) -> bool: ...
+    @property
+    def archs(self) -> tuple[str, ...]: ...
+    @property
+    def scaling(self) -> str: ...
+
+
+def fp8_recipe_skip_reason(device: DeviceInfo, recipe: Fp8Needs) -> str | None:
     """Why an FP8 training recipe cannot run on `device`: no native FP8, no GPU for a GPU-only
     library, not an arch the recipe is limited to (MXFP8), or no `_scaled_mm` with its scaling."""
     reason = fp8_skip_reason(device)

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from rocm_validate.core.requirements import device_label
 from rocm_validate.correctness.compare import Comparison, compare
 from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.errors import BackendRefused
@@ -133,7 +134,7 @@ def _leaf(t: torch.Tensor) -> torch.Tensor:
     return t.detach().requires_grad_(True)
 
 
-def make_inputs(case: AttentionCase, device: Any, seed: int = 0) -> AttentionInputs:
+def make_inputs(case: AttentionCase, device: torch.device | str, seed: int = 0) -> AttentionInputs:
     """Seeded inputs on `device`, drawn on the CPU so every device sees the same numbers, then
     rounded to the case's dtype. Drawn in float32: a float64 draw of Llama's shape took four times
     as long (0.8 s a case) and rounded to the same kind of inputs."""
@@ -254,7 +255,7 @@ class AttentionTruth:
     sizes: tuple[torch.Tensor, ...]
 
 
-def attention_truth(case: AttentionCase, torch_device: Any, seed: int = 0) -> AttentionTruth:
+def attention_truth(case: AttentionCase, torch_device: torch.device, seed: int = 0) -> AttentionTruth:
     """Draw `case`'s inputs on `torch_device` and compute its reference and golden."""
     inputs = make_inputs(case, torch_device, seed)
     reference = run_sdpa("math", inputs)
@@ -273,7 +274,7 @@ class LatestTruth:
         self._key: tuple[AttentionCase, str, int] | None = None
         self._truth: AttentionTruth | None = None
 
-    def get(self, case: AttentionCase, torch_device: Any, seed: int = 0) -> AttentionTruth:
+    def get(self, case: AttentionCase, torch_device: torch.device, seed: int = 0) -> AttentionTruth:
         key = (case, str(torch_device), seed)
         if self._truth is None or self._key != key:
             self._key, self._truth = None, None  # release the old truth before drawing the new one
@@ -289,7 +290,7 @@ def check_attention(
     case: AttentionCase,
     sdpa_kernel: str,
     device: DeviceInfo,
-    torch_device: Any,
+    torch_device: torch.device,
     seed: int = 0,
     truths: LatestTruth | None = None,
 ) -> list[Comparison]:
@@ -313,3 +314,12 @@ def check_attention(
         )
         for i, part in enumerate(PARTS)
     ]
+
+
+def attention_skip_reason(sdpa_kernel: str, device: DeviceInfo) -> str | None:
+    """Why SDPA kernel `sdpa_kernel` cannot be checked on `device`; None when it can."""
+    if sdpa_kernel in device.attention_backends:
+        return None
+    return (
+        f"needs the {sdpa_kernel} SDPA backend, found {', '.join(device.attention_backends)} on {device_label(device)}"
+    )

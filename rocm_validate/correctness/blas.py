@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from rocm_validate.errors import BlasUnavailable
 from rocm_validate.platform.capabilities import blas_library
+from rocm_validate.platform.devices import DeviceInfo
 
 _TORCH_SETTING = {"cublaslt": "cublaslt", "hipblaslt": "cublaslt", "cublas": "cublas", "rocblas": "cublas"}
 
@@ -41,3 +42,13 @@ def preferred_blas(choice: str, backend: str) -> Iterator[str]:
         yield library
     finally:
         torch.backends.cuda.preferred_blas_library(previous)
+
+
+def blas_skip_reason(choice: str, device: DeviceInfo) -> str | None:
+    """Why BLAS `choice` ('default', 'blaslt', 'blas') cannot be tested on `device`; None when it can."""
+    if choice == "default" or blas_library(choice, device.backend) is not None:
+        return None
+    return (
+        f"needs a GPU BLAS library choice (cuBLAS / cuBLASLt on CUDA, rocBLAS / hipBLASLt on ROCm), "
+        f"found {device.backend} ({device.preferred_blas or 'its own BLAS'})"
+    )

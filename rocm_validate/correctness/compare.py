@@ -35,7 +35,7 @@ import contextvars
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rocm_validate.correctness.error_model import (
     Accuracy,
@@ -47,6 +47,7 @@ from rocm_validate.correctness.error_model import (
     unit_roundoff,
 )
 from rocm_validate.correctness.tolerances import Tolerance
+from rocm_validate.results.margins import CheckMargins
 
 if TYPE_CHECKING:
     import torch
@@ -411,7 +412,15 @@ def compare(
         allowed_norm = max(allowance, tolerance.k_norm * (reference_norm or 0.0))
     judged = None
     if tolerance.model is not None:
-        judged = _judge_model(tolerance.model, judged_in, candidate.dtype, c, g, r, diff, both, scale, magnitude, terms)
+        aligned = _Aligned(candidate=c, golden=g, reference=r, diff=diff, both_finite=both, golden_scale=scale)
+        judged = _judge_model(
+            tolerance.model,
+            aligned,
+            precision=judged_in,
+            candidate_dtype=candidate.dtype,
+            magnitude=magnitude,
+            terms=terms,
+        )
     accuracy = None
     if tolerance.accuracy is not None:
         accuracy = _judge_accuracy(
@@ -509,22 +518,33 @@ def _rounded(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.where(torch.isfinite(rounded), rounded, g)
 
 
+@dataclass(frozen=True)
+class _Aligned:
+    """A comparison's tensors in float64 on the golden's device, and what the element check found."""
+
+    candidate: torch.Tensor
+    golden: torch.Tensor
+    reference: torch.Tensor | None
+    diff: torch.Tensor  # |candidate - golden|, inf where the candidate is wrongly non-finite
+    both_finite: torch.Tensor  # golden and candidate both finite
+    golden_scale: float  # max |golden| over its finite elements
+
+
 def _judge_model(
     model: ErrorModel,
+    aligned: _Aligned,
+    *,
     precision: str,
     candidate_dtype: torch.dtype,
-    c: torch.Tensor,
-    g: torch.Tensor,
-    r: torch.Tensor | None,
-    diff: torch.Tensor,
-    both: torch.Tensor,
-    scale: float,
     magnitude: torch.Tensor | None,
     terms: int,
 ) -> ModelJudgement:
-    """The candidate against the model's element, norm and lean bounds (diff: |c - g|, inf where
-    the candidate is wrongly non-finite; both: golden and candidate finite)."""
+    """The candidate against the model's element, norm and lean bounds, in `precision`'s unit
+    roundoff; `magnitude` and `terms` as `compare` takes them."""
     import torch
+
+    c, g, r = aligned.candidate, aligned.golden, aligned.reference
+    diff, both, scale = aligned.diff, aligned.both_finite, aligned.golden_scale
 
     u = unit_roundoff(precision)
     worst_index: tuple[int, ...] = ()
@@ -626,9 +646,9 @@ def _structural(check: str, tolerance: Tolerance, shape: tuple[int, ...], proble
     return Comparison(check, tolerance, shape, numel, candidate_error=math.inf, mismatches=numel, problem=problem)
 
 
-def margins(comparison: Comparison) -> dict[str, Any]:
-    """How close a comparison came to each of its bounds, JSON-ready: what the report records for
-    every check, so a healthy run shows the margin each tolerance leaves."""
+def margins(comparison: Comparison) -> CheckMargins:
+    """How close a comparison came to each of its bounds: what the report records for every
+    check, so a healthy run shows the margin each tolerance leaves."""
     tol = comparison.tolerance
 
     def finite(value: float | None) -> float | None:
@@ -641,27 +661,25 @@ def margins(comparison: Comparison) -> dict[str, Any]:
     if comparison.reference_norm_error:
         norm_ratio = comparison.norm_error / comparison.reference_norm_error
     judged = comparison.model
-    return {
-        "check": comparison.check,
-        "passed": comparison.passed,
-        "ratio": finite(comparison.ratio),
-        "k": tol.k,
-        "norm_ratio": finite(norm_ratio),
-        "k_norm": tol.k_norm,
-        "sqnr_db": finite(comparison.sqnr_db),
-        "reference_sqnr_db": finite(comparison.reference_sqnr_db),
-        "min_sqnr_db": tol.min_sqnr_db,
-        "precision": None if judged is None else judged.precision,
-        "model_ratio": None
-        if judged is None or tol.model is None or tol.model.rounding is None
-        else finite(judged.ratio),
-        "model_norm_ratio": None if judged is None else finite(judged.norm_ratio),
-        "lean": None if judged is None else significant(judged.lean),
-        "lean_ulps": None if judged is None else finite(judged.lean_ulps),
-        "allowed_lean": None if judged is None or tol.model is None else tol.model.allowed_lean(judged.precision),
-        "accuracy_ratio": None if comparison.accuracy is None else finite(comparison.accuracy.ratio),
-        "accuracy_factor": None if tol.accuracy is None else tol.accuracy.factor,
-    }
+    return CheckMargins(
+        check=comparison.check,
+        passed=comparison.passed,
+        ratio=finite(comparison.ratio),
+        k=tol.k,
+        norm_ratio=finite(norm_ratio),
+        k_norm=tol.k_norm,
+        sqnr_db=finite(comparison.sqnr_db),
+        reference_sqnr_db=finite(comparison.reference_sqnr_db),
+        min_sqnr_db=tol.min_sqnr_db,
+        precision=None if judged is None else judged.precision,
+        model_ratio=None if judged is None or tol.model is None or tol.model.rounding is None else finite(judged.ratio),
+        model_norm_ratio=None if judged is None else finite(judged.norm_ratio),
+        lean=None if judged is None else significant(judged.lean),
+        lean_ulps=None if judged is None else finite(judged.lean_ulps),
+        allowed_lean=None if judged is None or tol.model is None else tol.model.allowed_lean(judged.precision),
+        accuracy_ratio=None if comparison.accuracy is None else finite(comparison.accuracy.ratio),
+        accuracy_factor=None if tol.accuracy is None else tol.accuracy.factor,
+    )
 
 
 _RECORDED: contextvars.ContextVar[list[Comparison] | None] = contextvars.ContextVar(

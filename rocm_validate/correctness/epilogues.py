@@ -89,7 +89,9 @@ PATHS: dict[str, EpiloguePath] = {
 }
 
 
-def _draw_layers(path: EpiloguePath, dtype: torch.dtype, device: Any, is_gpu: bool, seed: int) -> tuple[Any, Layers]:
+def _draw_layers(
+    path: EpiloguePath, dtype: torch.dtype, device: torch.device | str, is_gpu: bool, seed: int
+) -> tuple[Any, Layers]:
     """x [tokens, hidden] and each layer's W, b at BERT-L's FFN widths (tokens and widths / 16
     on a CPU), standard normal, W scaled by 1 / sqrt(in) so activations stay of order one."""
     g = torch.Generator(device=device).manual_seed(seed)
@@ -234,7 +236,9 @@ def _run(
     return found
 
 
-def check_epilogue(name: str, dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0) -> list[Comparison]:
+def check_epilogue(
+    name: str, dtype: str, device: DeviceInfo, torch_device: torch.device, seed: int = 0
+) -> list[Comparison]:
     """One fused path in `dtype` against the float64 chain with the activation it claims: the
     output and (where the path has a backward) every gradient, each bounded by its row
     (`epilogue.out`, `epilogue.grad`) and measured against the unfused eager chain in `dtype`."""

@@ -40,7 +40,7 @@ def _canonical_bits(bits: torch.Tensor, fmt: Fp8Format) -> torch.Tensor:
     return torch.where(torch.isnan(values), float(fp8.nan_bits(fmt)), bits.cpu().double())
 
 
-def check_bit_patterns(fmt: Fp8Format, torch_device: Any) -> list[Comparison]:
+def check_bit_patterns(fmt: Fp8Format, torch_device: torch.device) -> list[Comparison]:
     """Upcast of all 256 patterns on the device vs the pure-Python decoding (values and signs of
     zero), then the round trip value -> FP8 on the device must give the pattern back."""
     exact = tolerance_for("fp8.cast", "*")
@@ -62,7 +62,7 @@ def check_bit_patterns(fmt: Fp8Format, torch_device: Any) -> list[Comparison]:
     ]
 
 
-def check_rounding(fmt: Fp8Format, source_dtype: str, torch_device: Any) -> Comparison:
+def check_rounding(fmt: Fp8Format, source_dtype: str, torch_device: torch.device) -> Comparison:
     """Casting from `source_dtype` rounds to nearest, ties to even: every representable value,
     midpoint and quarter point in +-max, plus -0 and tiny negatives (-0 in OCP, +0 in fnuz)."""
     probes = fp8.rounding_probes(fmt) + [-0.0, -fmt.min_subnormal / 4, -fmt.min_subnormal / 2]
@@ -87,7 +87,7 @@ class SpecialCast:
     allowed: bool
 
 
-def special_casts(fmt: Fp8Format, device: Any) -> list[SpecialCast]:
+def special_casts(fmt: Fp8Format, device: torch.device | str) -> list[SpecialCast]:
     """Plain casts of overflowing values, +-inf and NaN on the device, each judged by the format's
     rules: a sign kept, +-max or NaN (or +-inf in e5m2), never another finite value; NaN stays
     NaN, and in fnuz it is the one NaN, 0x80."""
@@ -104,7 +104,7 @@ def special_casts(fmt: Fp8Format, device: Any) -> list[SpecialCast]:
     return found
 
 
-def check_saturating_quantize(fmt: Fp8Format, torch_device: Any) -> Comparison:
+def check_saturating_quantize(fmt: Fp8Format, torch_device: torch.device) -> Comparison:
     """The recipe's cast (scale, clamp to +-max, cast) saturates overflow and infinities exactly."""
     values = torch.tensor([2 * fmt.max, -2 * fmt.max, 1e30, -1e30, math.inf, -math.inf, fmt.max, -fmt.max])
     golden = torch.tensor([fmt.max, -fmt.max] * 4, dtype=torch.float64)
@@ -146,7 +146,9 @@ def _with_layout(fp8_tensor: torch.Tensor, layout: str) -> torch.Tensor:
     return buffer.view(fp8_tensor.dtype)[start:, :cols]
 
 
-def fp8_operands(problem: GemmProblem, fmt: Fp8Format, rowwise: bool, device: Any, seed: int = 0) -> Fp8Operands:
+def fp8_operands(
+    problem: GemmProblem, fmt: Fp8Format, rowwise: bool, device: torch.device | str, seed: int = 0
+) -> Fp8Operands:
     """Random normal A and W quantized to `fmt` with amax scaling (per tensor or per row)."""
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(problem.m, problem.k, generator=g).to(device)
@@ -178,7 +180,7 @@ def check_scaled_mm(
     scaling: str,
     out_dtype: str,
     device: DeviceInfo,
-    torch_device: Any,
+    torch_device: torch.device,
     layout: str = "contiguous",
 ) -> list[Comparison]:
     """_scaled_mm vs the float64 emulation of its operands (reference: float32 emulation), and
@@ -218,7 +220,7 @@ def check_scaled_mm(
 EXACT_KINDS = ("integers", "identity")
 
 
-def exact_operands(kind: str, fmt: Fp8Format, rowwise: bool, device: Any) -> Fp8Operands:
+def exact_operands(kind: str, fmt: Fp8Format, rowwise: bool, device: torch.device | str) -> Fp8Operands:
     """Operands whose product is exact in bf16 and fp32: small integers (|sum| <= 256) with
     power-of-two scales, or the identity times random FP8 values."""
     g = torch.Generator().manual_seed(3)
@@ -248,7 +250,9 @@ def exact_operands(kind: str, fmt: Fp8Format, rowwise: bool, device: Any) -> Fp8
     )
 
 
-def check_scaled_mm_exact(kind: str, fmt: Fp8Format, scaling: str, out_dtype: str, torch_device: Any) -> Comparison:
+def check_scaled_mm_exact(
+    kind: str, fmt: Fp8Format, scaling: str, out_dtype: str, torch_device: torch.device
+) -> Comparison:
     ops = exact_operands(kind, fmt, scaling == "rowwise", torch_device)
     candidate = run_scaled_mm(ops, getattr(torch, out_dtype))
     return compare(
@@ -275,7 +279,7 @@ def linear_size(is_gpu: bool) -> LinearSize:
     return LinearSize(2048, 1024, 4096) if is_gpu else LinearSize(64, 128, 256)
 
 
-def _plain_linear(size: LinearSize, device: Any, seed: int) -> torch.nn.Linear:
+def _plain_linear(size: LinearSize, device: torch.device | str, seed: int) -> torch.nn.Linear:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return torch.nn.Linear(size.in_features, size.out_features).to(device)
@@ -295,7 +299,7 @@ def run_steps(
     layer: torch.nn.Module,
     size: LinearSize,
     dtype: torch.dtype,
-    device: Any,
+    device: torch.device | str,
     steps: int,
     context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
@@ -318,7 +322,7 @@ def check_fp8_layer(
     size: LinearSize,
     dtype: str,
     device: DeviceInfo,
-    torch_device: Any,
+    torch_device: torch.device,
     context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
     steps: int = 3,
 ) -> list[Comparison]:
@@ -343,7 +347,12 @@ def check_fp8_layer(
 
 
 def check_fp8_linear_paths(
-    formats: tuple[str, str], size: LinearSize, dtype: str, device: DeviceInfo, torch_device: Any, steps: int = 3
+    formats: tuple[str, str],
+    size: LinearSize,
+    dtype: str,
+    device: DeviceInfo,
+    torch_device: torch.device,
+    steps: int = 3,
 ) -> list[Comparison]:
     """The own recipe through torch._scaled_mm vs through its float32 emulation: both see
     the same batches, so their scales and FP8 operands agree and only the GEMMs differ."""
@@ -409,7 +418,9 @@ def block_pass(
     return {"out": out.detach(), "grad_input": grads[0], **{f"grad.{n}": g for n, g in zip(names, grads[1:])}}
 
 
-def _block_batches(case: RecipeCase, hidden: int, device: Any, steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _block_batches(
+    case: RecipeCase, hidden: int, device: torch.device | str, steps: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     size = fp8_recipes.block_size(case.scale)
     g = torch.Generator().manual_seed(17)
     dtype = getattr(torch, case.dtype)
@@ -427,7 +438,9 @@ def _converted(block: torch.nn.Module, case: RecipeCase) -> torch.nn.Module:
     return candidate
 
 
-def recipe_block_pass(case: RecipeCase, device: Any, steps: int = 3, fault: str = "") -> tuple[Parts, Parts, Parts]:
+def recipe_block_pass(
+    case: RecipeCase, device: torch.device | str, steps: int = 3, fault: str = ""
+) -> tuple[Parts, Parts, Parts]:
     """(golden, reference, candidate) of one Llama block: the block in float64, in the training
     dtype, and converted to the recipe (optionally with a planted `fault`), on the last of `steps`
     seeded batches with random upstream gradients (earlier ones fill delayed-scaling histories)."""
@@ -504,7 +517,9 @@ def compare_recipe_parts(
     return results
 
 
-def check_recipe_block(case: RecipeCase, device: DeviceInfo, torch_device: Any, fault: str = "") -> list[Comparison]:
+def check_recipe_block(
+    case: RecipeCase, device: DeviceInfo, torch_device: torch.device, fault: str = ""
+) -> list[Comparison]:
     """An FP8 recipe on a Llama-3.1-8B-shaped FFN or decoder layer, forward and backward, by SQNR
     against the block in float64: output, input gradient, every parameter gradient."""
     golden, reference, found = recipe_block_pass(case, torch_device, fault=fault)
@@ -537,7 +552,7 @@ def _train(
     return losses
 
 
-def recipe_training_losses(case: RecipeCase, device: Any, steps: int = 6, fault: str = "") -> LossCurves:
+def recipe_training_losses(case: RecipeCase, device: torch.device | str, steps: int = 6, fault: str = "") -> LossCurves:
     """Loss curves of a few AdamW steps teaching the block to match another block (a teacher of
     the same shape) on one batch: in float64, with float32 master weights in the training dtype
     (bf16 autocast on a GPU) and converted to the recipe in the same dtype."""
@@ -567,7 +582,9 @@ def recipe_training_losses(case: RecipeCase, device: Any, steps: int = 6, fault:
     return {"golden": golden, "reference": _train(student, x, target, steps, 0, mixed), "candidate": found}
 
 
-def check_recipe_training(case: RecipeCase, device: DeviceInfo, torch_device: Any, fault: str = "") -> Comparison:
+def check_recipe_training(
+    case: RecipeCase, device: DeviceInfo, torch_device: torch.device, fault: str = ""
+) -> Comparison:
     """The recipe's loss curve against the float64 one, step by step (training-dtype reference beside it)."""
     curves = recipe_training_losses(case, torch_device, fault=fault)
     golden, reference, found = (

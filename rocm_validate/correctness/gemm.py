@@ -10,8 +10,6 @@ with the candidate. The fp32 factor allows for accumulation over K (a CPU BLAS m
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 
@@ -21,7 +19,7 @@ from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.workloads.shapes import GemmProblem
 
 
-def linear_operands(problem: GemmProblem, dtype: str, device: Any, seed: int = 0) -> list[torch.Tensor]:
+def linear_operands(problem: GemmProblem, dtype: str, device: torch.device | str, seed: int = 0) -> list[torch.Tensor]:
     """Seeded x [m, k], W [n, k] and bias [n] in `dtype`, drawn on the device (fast at real sizes)."""
     torch_dtype = getattr(torch, dtype)
     g = torch.Generator(device=device).manual_seed(seed)
@@ -69,7 +67,9 @@ def judge_linear(
     return judge_product(label, dtype, x, w.t(), b if bias else None, candidate, device)
 
 
-def check_linear(problem: GemmProblem, dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0) -> Comparison:
+def check_linear(
+    problem: GemmProblem, dtype: str, device: DeviceInfo, torch_device: torch.device, seed: int = 0
+) -> Comparison:
     """F.linear on the device in `dtype` vs float64, measured against the correctly rounded result."""
     operands = linear_operands(problem, dtype, torch_device, seed)
     return judge_linear(problem, dtype, operands, F.linear(*operands), device)
@@ -81,7 +81,7 @@ def small_integers(shape: tuple[int, ...], generator: torch.Generator) -> torch.
 
 
 def check_exact_gemm(
-    dtype: str, device: DeviceInfo, torch_device: Any, m: int = 256, n: int = 192, k: int = 64
+    dtype: str, device: DeviceInfo, torch_device: torch.device, m: int = 256, n: int = 192, k: int = 64
 ) -> Comparison:
     """x @ W^T + b on small integers must be exact: any rounding or dropped tile shows up bitwise."""
     g = torch.Generator().manual_seed(7)
@@ -99,7 +99,7 @@ def check_exact_gemm(
 LARGE_OUTPUT = (32896, 32768, 64)  # M % 256 = 128; bf16 output 2 GiB + 8 MiB: its last 128 rows lie past 2 GiB
 
 
-def check_large_output(device: DeviceInfo, torch_device: Any, rows: int = 256) -> list[Comparison]:
+def check_large_output(device: DeviceInfo, torch_device: torch.device, rows: int = 256) -> list[Comparison]:
     """A bf16 GEMM whose output passes 2 GiB with M % 256 != 0 (hipBLASLt#2299 dropped such stores):
     small-integer inputs make it exact, so the first and last `rows` rows are compared bitwise."""
     m, n, k = LARGE_OUTPUT

@@ -6,8 +6,6 @@ backward kernels may accumulate with atomics and so differ run to run in their l
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from rocm_validate.correctness.compare import Comparison, compare
@@ -20,7 +18,7 @@ SCRATCH_BYTES = 64 << 20
 
 
 def check_graph_replay(
-    scale: str, batch: int, seq: int, device: DeviceInfo, torch_device: Any, replays: int = 5
+    scale: str, batch: int, seq: int, device: DeviceInfo, torch_device: torch.device, replays: int = 5
 ) -> list[Comparison]:
     """Capture forward + backward of a bf16 BERT-L layer, replay it `replays` times while other
     allocations churn the caching allocator, and compare each replay with eager and replay 0."""

@@ -121,19 +121,19 @@ class FusedLayers(torch.nn.Module):
 FUSED_NAMES = ("layer_norm", "gelu", "dense_bias_gelu")
 
 
-def _seeded_inputs(shapes: tuple[tuple[int, ...], ...], device: Any, seed: int) -> list[torch.Tensor]:
+def _seeded_inputs(shapes: tuple[tuple[int, ...], ...], device: torch.device | str, seed: int) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     return [torch.randn(*shape, generator=g).to(device) for shape in shapes]
 
 
-def _seeded(make: Callable[[], torch.nn.Module], device: Any, seed: int) -> torch.nn.Module:
+def _seeded(make: Callable[[], torch.nn.Module], device: torch.device | str, seed: int) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return make().to(device)
 
 
 def check_compiled_fused_layers(
-    tokens: int, hidden: int, dtype: str, device: DeviceInfo, torch_device: Any
+    tokens: int, hidden: int, dtype: str, device: DeviceInfo, torch_device: torch.device
 ) -> list[Comparison]:
     """torch.compile (Inductor) of LayerNorm, GeLU and dense+bias+GeLU vs eager, vs float64."""
     torch_dtype = getattr(torch, dtype)
@@ -152,7 +152,7 @@ def check_compiled_fused_layers(
     return compare_results("compiled", f"Inductor, {tokens}x{hidden}, {dtype}", candidate, reference, golden, device)
 
 
-def bert_layer(scale: str, device: Any, seed: int = 0) -> Any:
+def bert_layer(scale: str, device: torch.device | str, seed: int = 0) -> Any:
     """One transformers BertLayer of BERT-L at `scale`, dropout off, SDPA attention (typed Any:
     callers reach into its submodules, which torch types as Tensor | Module)."""
     import transformers
@@ -178,7 +178,7 @@ def _first(call: Call) -> Call:
 
 
 def check_bert_layer_autocast(
-    scale: str, batch: int, seq: int, device: DeviceInfo, torch_device: Any
+    scale: str, batch: int, seq: int, device: DeviceInfo, torch_device: torch.device
 ) -> list[Comparison]:
     """A BERT-L encoder layer in fp32 under bf16 autocast with the device's fused attention
     (candidate) vs the same with math attention (reference) vs float64 (golden)."""
@@ -215,7 +215,7 @@ def model_results(
 
 
 def check_compiled_model(
-    name: str, dtype: str, device: DeviceInfo, torch_device: Any, seq_len: int = 64
+    name: str, dtype: str, device: DeviceInfo, torch_device: torch.device, seq_len: int = 64
 ) -> list[Comparison]:
     """A one-layer tiny `name` compiled with Inductor vs eager, vs float64: loss, logits, grads."""
     torch_dtype = getattr(torch, dtype)

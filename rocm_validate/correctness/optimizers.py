@@ -9,7 +9,6 @@ low-precision reference = torch's for-loop implementation in the same dtype, gol
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
@@ -45,7 +44,7 @@ def run_torch_optimizer(
     start: Sequence[torch.Tensor],
     grads: Sequence[Sequence[torch.Tensor]],
     dtype: torch.dtype,
-    device: Any,
+    device: torch.device | str,
 ) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
     """Run a torch optimizer over the gradient stream; returns its parameters and itself."""
     params: list[torch.Tensor] = [torch.nn.Parameter(p.to(device=device, dtype=dtype, copy=True)) for p in start]
@@ -98,7 +97,9 @@ def _compare_run(
 _STATE_KEYS = ("exp_avg", "exp_avg_sq")
 
 
-def check_adamw(variant: str, dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0) -> list[Comparison]:
+def check_adamw(
+    variant: str, dtype: str, device: DeviceInfo, torch_device: torch.device, seed: int = 0
+) -> list[Comparison]:
     """torch.optim.AdamW(fused=True) or (foreach=True) vs float64 over STEPS steps: parameters,
     exp_avg and exp_avg_sq of every tensor; the for-loop AdamW in the same dtype is the reference."""
     if variant not in ADAMW_VARIANTS:
@@ -129,7 +130,7 @@ def check_adamw(variant: str, dtype: str, device: DeviceInfo, torch_device: Any,
 def check_lamb(
     make: Callable[[list[torch.Tensor], LambConfig], torch.optim.Optimizer],
     device: DeviceInfo,
-    torch_device: Any,
+    torch_device: torch.device,
     seed: int = 0,
 ) -> list[Comparison]:
     """A fused LAMB (e.g. apex FusedLAMB) in float32 vs LambDefinition in float64 over STEPS steps;

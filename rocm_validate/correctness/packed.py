@@ -23,7 +23,6 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -91,7 +90,9 @@ PATHS: dict[str, PackedPath] = {
 }
 
 
-def packed_inputs(packs: tuple[Pack, ...], heads: int, dtype: str, device: Any, seed: int = 0) -> AttentionInputs:
+def packed_inputs(
+    packs: tuple[Pack, ...], heads: int, dtype: str, device: torch.device | str, seed: int = 0
+) -> AttentionInputs:
     """Standard-normal q, k, v and upstream in the dense [blocks, heads, L, D] layout, drawn on
     the CPU (every device sees the same numbers), with the block-diagonal mask."""
     g = torch.Generator().manual_seed(seed)
@@ -193,7 +194,7 @@ def run_path(path: PackedPath, inputs: AttentionInputs, packs: tuple[Pack, ...])
 
 
 def check_packed_attention(
-    path_name: str, dtype: str, device: DeviceInfo, torch_device: Any, seed: int = 0
+    path_name: str, dtype: str, device: DeviceInfo, torch_device: torch.device, seed: int = 0
 ) -> list[Comparison]:
     """One path over packed BERT-L blocks against each sequence's float64 attention, measured
     against the masked math backend in `dtype`."""

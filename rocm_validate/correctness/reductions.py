@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 
@@ -98,7 +97,7 @@ def full_precision_reductions() -> Iterator[None]:
         matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction = saved
 
 
-def check_gemm_reduction(dtype: str, device: DeviceInfo, torch_device: Any) -> list[Comparison]:
+def check_gemm_reduction(dtype: str, device: DeviceInfo, torch_device: torch.device) -> list[Comparison]:
     """x @ W^T on the adversarial inputs of `dtype`, reduced-precision reductions off: bitwise equal
     to float64."""
     generator = torch.Generator().manual_seed(35)
@@ -114,7 +113,7 @@ def check_gemm_reduction(dtype: str, device: DeviceInfo, torch_device: Any) -> l
     return results
 
 
-def check_sum_reduction(dtype: str, device: DeviceInfo, torch_device: Any) -> list[Comparison]:
+def check_sum_reduction(dtype: str, device: DeviceInfo, torch_device: torch.device) -> list[Comparison]:
     """torch.sum over rows of the adversarial terms (long reductions): bitwise equal to float64."""
     generator = torch.Generator().manual_seed(35)
     torch_dtype = getattr(torch, dtype)

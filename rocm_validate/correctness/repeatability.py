@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -104,7 +103,7 @@ def repeat_until(
     return RepeatResult(iteration, clock() - started)
 
 
-def gemm_workload(device: Any, size: int, dtype: torch.dtype) -> Callable[[], torch.Tensor]:
+def gemm_workload(device: torch.device | str, size: int, dtype: torch.dtype) -> Callable[[], torch.Tensor]:
     """A square GEMM on fixed random inputs (seeded on the host, so every GPU gets the same)."""
     g = torch.Generator().manual_seed(1414)
     a = torch.randn(size, size, generator=g).to(device=device, dtype=dtype)
@@ -112,14 +111,16 @@ def gemm_workload(device: Any, size: int, dtype: torch.dtype) -> Callable[[], to
     return lambda: a @ b
 
 
-def attention_workload(device: Any, shape: Sequence[int], dtype: torch.dtype) -> Callable[[], torch.Tensor]:
+def attention_workload(
+    device: torch.device | str, shape: Sequence[int], dtype: torch.dtype
+) -> Callable[[], torch.Tensor]:
     """A causal SDPA forward on fixed random inputs (batch, heads, sequence, head dim)."""
     g = torch.Generator().manual_seed(2718)
     q, k, v = (torch.randn(*shape, generator=g).to(device=device, dtype=dtype) for _ in range(3))
     return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def pattern_values(pattern: str, start: int, count: int, device: Any) -> torch.Tensor:
+def pattern_values(pattern: str, start: int, count: int, device: torch.device | str) -> torch.Tensor:
     """A chunk's expected int32 contents: a constant, or (for 'address') a hash of each element's
     position in the whole allocation, which also catches writes landing at the wrong address."""
     if pattern == "address":
@@ -129,7 +130,7 @@ def pattern_values(pattern: str, start: int, count: int, device: Any) -> torch.T
     return torch.full((count,), constant, device=device, dtype=torch.int32)
 
 
-def memory_chunks(device: Any, total_bytes: int, chunk_bytes: int) -> list[torch.Tensor]:
+def memory_chunks(device: torch.device | str, total_bytes: int, chunk_bytes: int) -> list[torch.Tensor]:
     """Allocate up to `total_bytes` as int32 chunks (fewer when an allocation fails)."""
     chunks: list[torch.Tensor] = []
     while sum(c.numel() * 4 for c in chunks) + chunk_bytes <= total_bytes:

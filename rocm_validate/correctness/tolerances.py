@@ -193,7 +193,7 @@ _EXACT = "exact by construction: representable inputs, no rounding anywhere"
 _BLOCKS = "the op alone vs its definition in float64 from elementary operations"
 _BLOCK_SOURCE = (
     "coefficients with 3x or more over what the healthy suite needed on an H100 (torch 2.11) and an x86 CPU "
-    "(torch 2.13), listed in BLOCK_MODEL_TABLE; detection per op and dtype in docs/correctness.md"
+    "(torch 2.13), listed in BLOCK_ROWS; detection per op and dtype in docs/correctness.md"
 )
 _CPU_DROPOUT = (
     _BLOCKS + "; the CPU kernel rounds 1 / (1 - p) to the dtype (aten/src/ATen/native/Dropout.cpp), leaning "
@@ -363,52 +363,20 @@ EPILOGUE_FP32_GPU = dataclasses.replace(
     "(scale 8), whose scale term (8 u max|g|, max|g| ~ 6) made 0.9 of the worst element's bound; at 16, three runs on "
     "2 x H200 (2026-11-26) put the worst element at 0.68 of its bound on every GPU",
 )
-# Building blocks: an output rounds twice at most (a float32 result, then the dtype), a gradient up
-# to four times. Per block, in the order of the columns below:
-# - float32 accumulation over K terms (the row, the vocabulary, the tokens of a weight gradient),
-#   grown like sqrt(K), times the magnitude each block defines; the comment gives the coefficient
-#   the healthy suite needed on the H100 (torch 2.11) and the x86 CPU (torch 2.13; the CPU sums
-#   float32 reductions in float64);
-# - spread: roundings of intermediates held in bf16 / fp16 (the CPU's bf16 kernels, a residual sum
-#   rounded before its norm, autocast's bf16 cross-entropy gradients), in ulps of the dtype times
-#   the magnitude; at most 0.9 needed on the CPU, 5.8 on the H100 (residual LayerNorm, fp16);
-# - scale: a normwise term in ulps of max|golden| for results through saved bf16 / fp16 values
-#   (fp16 flushes the small ones).
-BLOCK_MODEL_TABLE: dict[str, tuple[float, float, float, float, float]] = {
-    # block: (accumulation out, grad, spread out, grad, scale)    needed H100 / CPU (accumulation)
-    "layer_norm": (4, 1, 8, 8, 0),  # 0.83 / 0.19, 0.009 / 0.16
-    "rms_norm": (1, 1, 8, 8, 0),  # 0.03 / 0.02, 0.008 / 0.20
-    "llama_rms_norm": (1, 1, 8, 8, 0),  # 0.03 / 0.02, 0.008 / 0.20
-    "residual_layer_norm": (1, 1, 16, 16, 0),  # 0.28 / 0.15, 0.009 / 0.14
-    "residual_rms_norm": (1, 1, 8, 8, 0),  # 0.04 / 0.04, 0.007 / 0.20
-    "gelu": (16, 8, 8, 8, 0),  # 0.57 / 5.1, 0.56 / 2.2 (|x| u: 1 + erf(x / sqrt 2) cancels for x < 0)
-    "gelu_tanh": (4, 12, 8, 8, 0),  # 0.83 / 0.51, 1.5 / 2.9
-    "silu": (4, 4, 8, 8, 0),  # 0.44 / 0.10, 0.90 / 0.87
-    "swiglu": (4, 4, 8, 8, 4),  # 0.81 / 0.61, 0.89 / 0.63; fp16 reached 1.14 of spread 8 alone
-    "softmax": (1, 8, 8, 8, 4),  # 0.10 / 0.04, 1.6 / 1.3
-    "log_softmax": (1, 1, 8, 8, 4),  # 0.003 / 0.001, 0.05 / 0.02
-    "cross_entropy": (1, 32, 8, 16, 4),  # -, 0.49 / 9.8 (the CPU's log-sum-exp over 128,256 logits)
-    "cross_entropy_mean": (1, 32, 8, 16, 4),  # 0.13 / 0, 0.36 / 7.2
-    "embedding": (1, 1, 8, 8, 0),  # -, 0.02 / 0.08
-    "dropout": (1, 1, 8, 8, 0),  # one rounding of x / (1 - p)
-    "sum": (2, 1, 8, 8, 0),  # 0.0005 / 0 (a GPU's float32 partial sums)
-    "mean": (2, 1, 8, 8, 0),  # 0.0005 / 0
-    "var": (4, 1, 8, 8, 0),  # 0.0005 / 0 (Welford on rows with |mean| / std = 4)
-}
 CPU_DROPOUT_LEAN = 0.6
 
 
 def _block_model(name: str, part: str, backend: str) -> ErrorModel:
-    """A building block's error model from BLOCK_MODEL_TABLE: rounding 2 for the output and 4 for
+    """A building block's error model from its BLOCK_ROWS row: rounding 2 for the output and 4 for
     gradients; on the CPU, dropout's own lean."""
-    acc_out, acc_grad, spread_out, spread_grad, scale = BLOCK_MODEL_TABLE[name]
+    row = BLOCK_ROWS[name]
     out = part == "out"
     return ErrorModel(
         rounding=2 if out else 4,
-        accumulation=acc_out if out else acc_grad,
+        accumulation=row.accumulation_out if out else row.accumulation_grad,
         growth="sqrt",
-        spread=spread_out if out else spread_grad,
-        scale=scale,
+        spread=row.spread_out if out else row.spread_grad,
+        scale=row.scale,
         max_lean=CPU_DROPOUT_LEAN if backend == "cpu" and name == "dropout" else 0.1,
         source=_BLOCK_SOURCE,
     )
@@ -422,43 +390,216 @@ def _block_model(name: str, part: str, backend: str) -> ErrorModel:
 # SQNR's margin squared) and the x86 CPU (torch 2.13), whichever is larger.
 ONE_BIT = 1.8
 _ACC_H100 = "roundings from the worst healthy error norm of the H100 (torch 2.11) and the x86 CPU (torch 2.13)"
-# block: (roundings out, grad in bf16 / fp16; out, grad in float32)
-BLOCK_ROUNDINGS: dict[str, tuple[float, float, float, float]] = {
-    "layer_norm": (1.2, 1.3, 7400, 7400),  # fp32: rows with |mean| / std = 100 (85 roundings on the H100)
-    "rms_norm": (1.2, 1.2, 5, 45),
-    "llama_rms_norm": (2.2, 3.2, 5, 21),
-    "residual_layer_norm": (32, 31, 110, 140),  # the residual sum rounds before its norm
-    "residual_rms_norm": (2.3, 2.2, 6, 45),
-    "gelu": (1.0, 1.2, 1, 3.2),  # correctly rounded outputs: exactly one rounding
-    "gelu_tanh": (1.0, 1.2, 1, 7.5),
-    "silu": (1.0, 1.2, 1.9, 45),
-    "swiglu": (2.2, 2.2, 4, 8),
-    "softmax": (1.2, 4.6, 13, 80),
-    "log_softmax": (1.2, 1.2, 2.3, 7.2),
-    "cross_entropy": (1.2, 1.5, 4.8, 11.5),
-    "cross_entropy_mean": (1.2, 1.2, 4.7e6, 14),  # fp32: a scalar mean over every token
-    "embedding": (1.2, 1.2, 1, 7.9),
-    "dropout": (1.2, 1.2, 4.8, 4.8),
-    "sum": (1.0, 1.2, 2.2, 2.2),
-    "mean": (1.0, 1.2, 2.2, 2.2),
-    "var": (1.0, 1.2, 5, 5),
-}
-# The x86 CPU's kernels (torch 2.13), where they need more (its worst healthy ratio x 1.05, squared):
-# its bf16 LayerNorm backward sums the weight and bias gradients over tokens less accurately (12
-# roundings), its float32 log-sum-exp over 128,256 logits leaves the cross-entropy gradients at
-# 42-73 roundings, its float32 GELU (erf) 2.6 x its output's own rounding.
-BLOCK_ROUNDINGS_CPU: dict[str, tuple[float, float, float, float]] = {
-    "layer_norm": (1.2, 180, 10400, 12100),
-    "residual_layer_norm": (32, 90, 155, 176),
-    "softmax": (1.2, 4.6, 26, 127),
-    "log_softmax": (1.2, 2.8, 2.3, 31),
-    "cross_entropy": (1.2, 1.5, 4.8, 2100),
-    "cross_entropy_mean": (1.2, 1.2, 4.7e6, 6400),
-    "gelu": (1.0, 1.2, 1.4, 17),
-    "gelu_tanh": (1.0, 1.2, 1.1, 9.6),
-    "dropout": (2.1, 2.1, 4.8, 4.8),  # the CPU rounds 1 / (1 - p) to bf16
-    "sum": (1.0, 1.2, 4.7, 2.2),
-    "mean": (1.0, 1.2, 4.7, 2.2),
+
+
+@dataclass(frozen=True)
+class Roundings:
+    """A block's accuracy test: roundings (in quadrature) of its output and its gradients, in bf16 /
+    fp16 and in float32."""
+
+    low_out: float
+    low_grad: float
+    float32_out: float
+    float32_grad: float
+
+
+@dataclass(frozen=True)
+class BlockRow:
+    """A building block's row of the table (`block.<name>.out` / `.grad`): its error model's
+    coefficients for the output and the gradients, and its accuracy test's roundings (the CPU's
+    own where its kernels need more)."""
+
+    accumulation_out: float
+    accumulation_grad: float
+    spread_out: float
+    spread_grad: float
+    scale: float
+    roundings: Roundings
+    cpu_roundings: Roundings | None = None
+
+
+# Building blocks: an output rounds twice at most (a float32 result, then the dtype), a gradient up
+# to four times. Per block, BlockRow's fields:
+# - accumulation_out / _grad: float32 accumulation over K terms (the row, the vocabulary, the tokens
+#   of a weight gradient), grown like sqrt(K), times the magnitude each block defines; the comment
+#   gives the coefficients (out, grad) the healthy suite needed on the H100 (torch 2.11) and the x86
+#   CPU (torch 2.13; the CPU sums float32 reductions in float64);
+# - spread_out / _grad: roundings of intermediates held in bf16 / fp16 (the CPU's bf16 kernels, a
+#   residual sum rounded before its norm, autocast's bf16 cross-entropy gradients), in ulps of the
+#   dtype times the magnitude; at most 0.9 needed on the CPU, 5.8 on the H100 (residual LayerNorm, fp16);
+# - scale: a normwise term in ulps of max|golden| for results through saved bf16 / fp16 values
+#   (fp16 flushes the small ones);
+# - roundings: the accuracy test's, of the output and the gradients in bf16 / fp16 and in float32;
+# - cpu_roundings: the x86 CPU's kernels' (torch 2.13), where they need more (its worst healthy ratio
+#   x 1.05, squared): its bf16 LayerNorm backward sums the weight and bias gradients over tokens less
+#   accurately (12 roundings), its float32 log-sum-exp over 128,256 logits leaves the cross-entropy
+#   gradients at 42-73 roundings, its float32 GELU (erf) 2.6 x its output's own rounding.
+BLOCK_ROWS: dict[str, BlockRow] = {
+    "layer_norm": BlockRow(
+        accumulation_out=4,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.83 / 0.19, 0.009 / 0.16
+        roundings=Roundings(
+            low_out=1.2, low_grad=1.3, float32_out=7400, float32_grad=7400
+        ),  # fp32: rows with |mean| / std = 100 (85 roundings on the H100)
+        cpu_roundings=Roundings(low_out=1.2, low_grad=180, float32_out=10400, float32_grad=12100),
+    ),
+    "rms_norm": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.03 / 0.02, 0.008 / 0.20
+        roundings=Roundings(low_out=1.2, low_grad=1.2, float32_out=5, float32_grad=45),
+    ),
+    "llama_rms_norm": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.03 / 0.02, 0.008 / 0.20
+        roundings=Roundings(low_out=2.2, low_grad=3.2, float32_out=5, float32_grad=21),
+    ),
+    "residual_layer_norm": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=1,
+        spread_out=16,
+        spread_grad=16,
+        scale=0,  # needed H100 / CPU: 0.28 / 0.15, 0.009 / 0.14
+        roundings=Roundings(
+            low_out=32, low_grad=31, float32_out=110, float32_grad=140
+        ),  # the residual sum rounds before its norm
+        cpu_roundings=Roundings(low_out=32, low_grad=90, float32_out=155, float32_grad=176),
+    ),
+    "residual_rms_norm": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.04 / 0.04, 0.007 / 0.20
+        roundings=Roundings(low_out=2.3, low_grad=2.2, float32_out=6, float32_grad=45),
+    ),
+    "gelu": BlockRow(
+        accumulation_out=16,
+        accumulation_grad=8,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.57 / 5.1, 0.56 / 2.2 (|x| u: 1 + erf(x / sqrt 2) cancels for x < 0)
+        roundings=Roundings(
+            low_out=1.0, low_grad=1.2, float32_out=1, float32_grad=3.2
+        ),  # correctly rounded outputs: exactly one rounding
+        cpu_roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=1.4, float32_grad=17),
+    ),
+    "gelu_tanh": BlockRow(
+        accumulation_out=4,
+        accumulation_grad=12,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.83 / 0.51, 1.5 / 2.9
+        roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=1, float32_grad=7.5),
+        cpu_roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=1.1, float32_grad=9.6),
+    ),
+    "silu": BlockRow(
+        accumulation_out=4,
+        accumulation_grad=4,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.44 / 0.10, 0.90 / 0.87
+        roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=1.9, float32_grad=45),
+    ),
+    "swiglu": BlockRow(
+        accumulation_out=4,
+        accumulation_grad=4,
+        spread_out=8,
+        spread_grad=8,
+        scale=4,  # needed H100 / CPU: 0.81 / 0.61, 0.89 / 0.63; fp16 reached 1.14 of spread 8 alone
+        roundings=Roundings(low_out=2.2, low_grad=2.2, float32_out=4, float32_grad=8),
+    ),
+    "softmax": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=8,
+        spread_out=8,
+        spread_grad=8,
+        scale=4,  # needed H100 / CPU: 0.10 / 0.04, 1.6 / 1.3
+        roundings=Roundings(low_out=1.2, low_grad=4.6, float32_out=13, float32_grad=80),
+        cpu_roundings=Roundings(low_out=1.2, low_grad=4.6, float32_out=26, float32_grad=127),
+    ),
+    "log_softmax": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=4,  # needed H100 / CPU: 0.003 / 0.001, 0.05 / 0.02
+        roundings=Roundings(low_out=1.2, low_grad=1.2, float32_out=2.3, float32_grad=7.2),
+        cpu_roundings=Roundings(low_out=1.2, low_grad=2.8, float32_out=2.3, float32_grad=31),
+    ),
+    "cross_entropy": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=32,
+        spread_out=8,
+        spread_grad=16,
+        scale=4,  # needed H100 / CPU: -, 0.49 / 9.8 (the CPU's log-sum-exp over 128,256 logits)
+        roundings=Roundings(low_out=1.2, low_grad=1.5, float32_out=4.8, float32_grad=11.5),
+        cpu_roundings=Roundings(low_out=1.2, low_grad=1.5, float32_out=4.8, float32_grad=2100),
+    ),
+    "cross_entropy_mean": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=32,
+        spread_out=8,
+        spread_grad=16,
+        scale=4,  # needed H100 / CPU: 0.13 / 0, 0.36 / 7.2
+        roundings=Roundings(
+            low_out=1.2, low_grad=1.2, float32_out=4.7e6, float32_grad=14
+        ),  # fp32: a scalar mean over every token
+        cpu_roundings=Roundings(low_out=1.2, low_grad=1.2, float32_out=4.7e6, float32_grad=6400),
+    ),
+    "embedding": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: -, 0.02 / 0.08
+        roundings=Roundings(low_out=1.2, low_grad=1.2, float32_out=1, float32_grad=7.9),
+    ),
+    "dropout": BlockRow(
+        accumulation_out=1,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: one rounding of x / (1 - p)
+        roundings=Roundings(low_out=1.2, low_grad=1.2, float32_out=4.8, float32_grad=4.8),
+        cpu_roundings=Roundings(
+            low_out=2.1, low_grad=2.1, float32_out=4.8, float32_grad=4.8
+        ),  # the CPU rounds 1 / (1 - p) to bf16
+    ),
+    "sum": BlockRow(
+        accumulation_out=2,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.0005 / 0 (a GPU's float32 partial sums)
+        roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=2.2, float32_grad=2.2),
+        cpu_roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=4.7, float32_grad=2.2),
+    ),
+    "mean": BlockRow(
+        accumulation_out=2,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.0005 / 0
+        roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=2.2, float32_grad=2.2),
+        cpu_roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=4.7, float32_grad=2.2),
+    ),
+    "var": BlockRow(
+        accumulation_out=4,
+        accumulation_grad=1,
+        spread_out=8,
+        spread_grad=8,
+        scale=0,  # needed H100 / CPU: 0.0005 / 0 (Welford on rows with |mean| / std = 4)
+        roundings=Roundings(low_out=1.0, low_grad=1.2, float32_out=5, float32_grad=5),
+    ),
 }
 # SDPA part: roundings (the H100's flash, memory-efficient and cuDNN kernels: out 1.35, grad_q 5.0,
 # grad_k 4.7, grad_v 1.5 roundings in bf16 and fp16), plus one rounding of the magnitudes in the
@@ -535,21 +676,26 @@ def _accuracy_of(rule: Rule) -> Accuracy | None:
         if backend == "cpu":
             return dataclasses.replace(found, factor=ONE_BIT, source="x86 CPU (oneDNN / MKL) reached 1.12")
         return found  # on ROCm, tolerance_for widens every accuracy test (_on_rocm)
-    if parts[0] == "block" and parts[1] in BLOCK_ROUNDINGS and parts[2] in ("out", "grad"):
-        table = BLOCK_ROUNDINGS_CPU if backend == "cpu" and parts[1] in BLOCK_ROUNDINGS_CPU else BLOCK_ROUNDINGS
-        low_out, low_grad, wide_out, wide_grad = table[parts[1]]
+    if parts[0] == "block" and parts[1] in BLOCK_ROWS and parts[2] in ("out", "grad"):
+        row = BLOCK_ROWS[parts[1]]
+        chosen = row.cpu_roundings if backend == "cpu" and row.cpu_roundings is not None else row.roundings
         out = parts[2] == "out"
         return Accuracy(
             parts[1].replace("_", " "),
             factor=ONE_BIT,
-            roundings=low_out if out else low_grad,
-            roundings_float32=wide_out if out else wide_grad,
+            roundings=chosen.low_out if out else chosen.low_grad,
+            roundings_float32=chosen.float32_out if out else chosen.float32_grad,
             source=_ACC_H100,
         )
     allowed = REFERENCE_ACCURACY_WIDE.get((check, backend, rule.dtype), REFERENCE_ACCURACY.get(check))
     if allowed is not None:
         return Accuracy(parts[0], factor=allowed, against="reference", source="the same-precision reference's error")
     return None
+
+
+def _has_cpu_roundings(block: str) -> bool:
+    row = BLOCK_ROWS.get(block)
+    return row is not None and row.cpu_roundings is not None
 
 
 def with_accuracy(rules: Iterable[Rule]) -> tuple[Rule, ...]:
@@ -560,7 +706,7 @@ def with_accuracy(rules: Iterable[Rule]) -> tuple[Rule, ...]:
         dataclasses.replace(rule, backend="cpu")
         for rule in rules
         if rule.backend == "*"
-        and (rule.check in ("gemm.bfloat16", "gemm.float16") or rule.check.split(".")[1] in BLOCK_ROUNDINGS_CPU)
+        and (rule.check in ("gemm.bfloat16", "gemm.float16") or _has_cpu_roundings(rule.check.split(".")[1]))
         and not any(other.check == rule.check and other.backend == "cpu" for other in rules)
     )
     return tuple(
@@ -578,7 +724,7 @@ def _t(k: float | None, atol: float = 1e-5, source: str = "", **more: Any) -> To
 
 EXACT = Tolerance(k=0, source=_EXACT)
 
-BLOCK_NAMES = tuple(BLOCK_MODEL_TABLE)
+BLOCK_NAMES = tuple(BLOCK_ROWS)
 # A dropout keep count further than this many binomial standard deviations from N (1 - p) fails:
 # a healthy kernel does so once in 5e8 runs; p and 1 - p swapped is thousands of deviations off.
 KEEP_RATE_SIGMAS = 6.0

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 
 from rocm_validate.correctness.compare import Comparison
@@ -51,7 +52,7 @@ def check_tuned_linear(
     dtype: str,
     bias: bool,
     device: DeviceInfo,
-    torch_device: Any,
+    torch_device: torch.device,
     session: TunableOpSession,
 ) -> Comparison:
     """F.linear (with or without its bias) through the solution TunableOp tunes for it, against
@@ -76,7 +77,7 @@ def attention_gemms(is_gpu: bool, dtype: str) -> dict[str, EntryGemm]:
 
 
 def check_tuned_bmm(
-    name: str, gemm: EntryGemm, device: DeviceInfo, torch_device: Any, session: TunableOpSession
+    name: str, gemm: EntryGemm, device: DeviceInfo, torch_device: torch.device, session: TunableOpSession
 ) -> Comparison:
     """A batched GEMM of attention through the solution TunableOp tunes for it, against float64."""
     operands = entry_operands(gemm, torch_device)
@@ -118,7 +119,7 @@ def file_conflicts(results: ResultsFile) -> dict[tuple[str, str], str]:
 def check_entries(
     results: ResultsFile,
     device: DeviceInfo,
-    torch_device: Any,
+    torch_device: torch.device,
     session: TunableOpSession,
     held: dict[tuple[str, str], str],
     seed: int = 0,

@@ -4,7 +4,10 @@ operands in each dtype (FP8 laid out as torch._scaled_mm wants it) and the GEMM 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8")
 # Norm-wise relative error of one output tile against float64: a few times the rounding of each
@@ -19,7 +22,9 @@ def gemm_set_bytes(dtype: str, m: int, n: int, k: int) -> int:
     return element * (m * k + k * n)
 
 
-def gemm_operands(dtype: str, m: int, n: int, k: int, device: Any, fp8_format: str | None = None) -> tuple[Any, Any]:
+def gemm_operands(
+    dtype: str, m: int, n: int, k: int, device: torch.device | str, fp8_format: str | None = None
+) -> tuple[Any, Any]:
     """Random A[M,K] and B[K,N]; for FP8 (`fp8_format` e4m3fn or e4m3fnuz) B is column-major, as
     torch._scaled_mm requires."""
     import torch
@@ -31,7 +36,7 @@ def gemm_operands(dtype: str, m: int, n: int, k: int, device: Any, fp8_format: s
     return torch.randn(m, k, device=device, dtype=torch_dtype), torch.randn(k, n, device=device, dtype=torch_dtype)
 
 
-def gemm_kernel(dtype: str, device: Any) -> Callable[[Any, Any], Any]:
+def gemm_kernel(dtype: str, device: torch.device | str) -> Callable[[Any, Any], Any]:
     """kernel(A, B) -> C: torch.matmul, or for FP8 torch._scaled_mm with unit scales and bf16 output."""
     import torch
 

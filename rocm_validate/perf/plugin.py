@@ -28,7 +28,7 @@ from rocm_validate.perf.recorder import (
     PerfSettings,
     raise_outcome,
 )
-from rocm_validate.results.metrics import Verdict, format_number
+from rocm_validate.results.metrics import Metric, Verdict, format_number
 
 if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
@@ -190,7 +190,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
     if floors is not None and unmatched:
         found.append((FLOORS.flag, floors.user_file, "floor(s)", unmatched))
     baselines, entries = config.stash.get(BASELINE_NAMES_KEY, (None, ()))
-    ungated = [m.name for m in metrics if m.extra["gate"].get("gated_by") != "baseline"]
+    ungated = [m.name for m in metrics if m.gate is None or m.gate.gated_by != "baseline"]
     misnamed = near_misses(set(entries) - {m.name for m in metrics}, ungated)
     if misnamed:
         found.append((options.BASELINES.flag, baselines, "baseline entry(ies)", misnamed))
@@ -303,8 +303,8 @@ def pytest_rocm_noise_band(
     return gate.noise_band(name, backend, config.stash[SETTINGS_KEY].rules)(*dispersions)
 
 
-def _perf_metrics(config: pytest.Config) -> list[Any]:
-    return [m for m in run_state(config).metrics() if "gate" in m.extra]
+def _perf_metrics(config: pytest.Config) -> list[Metric]:
+    return [m for m in run_state(config).metrics() if m.gate is not None]
 
 
 _UPDATE_VERDICTS = (
@@ -333,7 +333,7 @@ def summary_lines(metrics: list[Any], update: bool) -> list[str]:
     if not update:
         gated = {"baseline": 0, "floor": 0, "none": 0}
         for metric in metrics:
-            gated[metric.extra.get("gate", {}).get("gated_by", "none")] += 1
+            gated[(metric.gate and metric.gate.gated_by) or "none"] += 1
         return [
             "perf: " + ", ".join(f"{len(found)} {verdict}" for verdict, found in sorted(counts.items())),
             f"perf gated by a baseline: {gated['baseline']}, by a floor only: {gated['floor']}, by neither: {gated['none']}",
@@ -361,13 +361,11 @@ def detection_lines(metrics: list[Any]) -> list[str]:
         parts.append(
             f"median {statistics.median(m.detectable for m in gated):.1%}, worst gated {worst.detectable:.1%} ({worst.name})"
         )
-    per_clock = sum(1 for m in judged if m.extra.get("gate", {}).get("basis") == "per-clock")
+    per_clock = sum(1 for m in judged if m.gate is not None and m.gate.basis == "per-clock")
     if per_clock:
         parts.append(f"judged per clock cycle: {per_clock}")
     # informational for want of detection power, not by an informational rule (the gate facts name one)
-    blunt = [
-        m for m in judged if m.verdict == Verdict.INFORMATIONAL and not m.extra.get("gate", {}).get("informational")
-    ]
+    blunt = [m for m in judged if m.verdict == Verdict.INFORMATIONAL and not (m.gate and m.gate.informational)]
     if blunt:
         parts.append("host-side, shown not gated: " + ", ".join(f"{m.name} ({m.detectable:.0%})" for m in blunt))
     return ["perf detects a slowdown (95% of the time) of: " + "; ".join(parts)]

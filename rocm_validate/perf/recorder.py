@@ -54,10 +54,12 @@ from rocm_validate.platform import peaks
 from rocm_validate.platform.clocks import ClockSampler, ClockWindow, clock_window
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.platform.processes import HostLoadMeter
-from rocm_validate.results.metrics import Metric, Verdict, format_number
+from rocm_validate.results.metrics import GateRecord, Metric, Verdict, format_number
 from rocm_validate.results.triage import combine
 
 if TYPE_CHECKING:
+    import torch
+
     from rocm_validate.core.fixtures import MetricRecorder
     from rocm_validate.platform.telemetry import Telemetry
 
@@ -229,9 +231,9 @@ class PerfContext:
             clock=stored_clock(metric.extra.get("clock")),
         )
         threshold = self.threshold(metric.name)
-        gate_facts = metric.extra.get("gate") or {}
-        own = relative_noise(gate.gated_dispersion(metric, gate_facts.get("basis", "throughput")))
-        start_over = bool(gate_facts.get("accepted_regression"))
+        record = metric.gate
+        own = relative_noise(gate.gated_dispersion(metric, record.basis if record else "throughput"))
+        start_over = record is not None and record.accepted_regression
         try:
             decision = self.store.update(
                 metric.name, entry, lambda old, new: decide_update(None if start_over else old, new, threshold, own)
@@ -260,7 +262,7 @@ class PerfRecorder:
         context: PerfContext,
         item: pytest.Item,
         metrics: MetricRecorder,
-        torch_device: Callable[[], Any],
+        torch_device: Callable[[], torch.device],
     ) -> None:
         self.context = context
         self._item = item
@@ -411,36 +413,43 @@ class PerfRecorder:
 
     def _gated(self, metric: Metric) -> Metric:
         threshold = self.context.threshold(metric.name)
-        # The report's keys for min_band and noise_multiple keep the names they were written with.
-        gate_facts: dict[str, Any] = {"floor": threshold.min_band, "k": threshold.noise_multiple, "cap": threshold.cap}
-        if threshold.informational:
-            gate_facts["informational"] = threshold.informational
-        extra = {**metric.extra, "gate": gate_facts}
+        record = GateRecord(
+            threshold.min_band, threshold.noise_multiple, threshold.cap, informational=threshold.informational
+        )
         if not math.isfinite(metric.value) or metric.value <= 0:
             message = f"{metric.name} measured {metric.value}: the measurement produced no positive finite number"
             self.state.failures.append(message)
             self.state.categories.append("crash")
-            return metric.with_verdict(Verdict.INVALID, message, extra=extra)
+            return metric.with_verdict(Verdict.INVALID, message, gate=record)
         baseline = self.context.baseline(metric.name)
         update_command = self.context.update_command
         judgement = gate.judge(metric, baseline, threshold, self.device.device_key, update_command)
         floor = None if threshold.informational else self.context.floors.floor(metric.name)
         gated_by = "baseline" if baseline is not None else "none"
         if floor is not None:
-            extra["gate"]["floor_value"], extra["gate"]["floor_source"] = floor.value, floor.source
             floor_judgement = gate.judge_floor(metric, floor, self.device.device_key, update_command)
-            extra["gate"]["floor_verdict"] = floor_judgement.verdict
+            record = replace(
+                record, sku_floor=floor.value, sku_floor_source=floor.source, sku_floor_verdict=floor_judgement.verdict
+            )
             if baseline is None:
                 judgement, gated_by = floor_judgement, "floor"
             elif floor_judgement.fails and not judgement.fails:
                 judgement = floor_judgement  # inside the baseline's band, yet below what the SKU must reach
-        extra["gate"].update(judgement.details(), gated_by=gated_by)
+        record = replace(
+            record,
+            gated_by=gated_by,
+            allowed=judgement.allowed,
+            noise=judgement.noise,
+            basis=judgement.basis,
+            detectable=judgement.detectable,
+            throughput_ratio=judgement.throughput_ratio,
+        )
         changes: dict[str, Any] = {
             "baseline": baseline.value if baseline else None,
             "ratio": judgement.ratio if baseline is not None or floor is None else None,
             "threshold": judgement.bound if baseline is not None else None,
             "detectable": judgement.detectable,
-            "extra": extra,
+            "gate": record,
         }
         if self.context.settings.update_baselines:
             refused = self._refusal(metric, baseline, judgement)
@@ -449,7 +458,7 @@ class PerfRecorder:
                 self.state.categories.append("performance")
                 return metric.with_verdict(Verdict.REFUSED, refused, **changes)
             if judgement.verdict in (Verdict.REGRESSED, Verdict.BELOW_FLOOR):  # accepted: start the entry's runs over
-                extra["gate"]["accepted_regression"] = True
+                changes["gate"] = replace(record, accepted_regression=True)
             return metric.with_verdict(Verdict.RECORDED, "", **changes)
         noisy = gate.noisy_run_note(metric, threshold, gate.gated_dispersion(metric, judgement.basis))
         stalled = stall_note(metric.extra.get("timing") or {})
@@ -460,7 +469,7 @@ class PerfRecorder:
             self.state.failures.append(f"{metric.name}: {judgement.message}")
             self.state.categories.append(judgement.category or "performance")
             self.state.fixes += [judgement.fix] if judgement.fix else []
-            extra["attribution"] = judgement.category
+            changes["extra"] = {**metric.extra, "attribution": judgement.category}
         elif judgement.verdict == Verdict.NO_BASELINE:
             self.state.missing.append(metric.name)
         return metric.with_verdict(judgement.verdict, message, **changes)

@@ -27,7 +27,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from rocm_validate.perf.stats import SampleSummary, block_slices, relative_mad
 
@@ -76,6 +76,9 @@ GPU_PLAN = TimingPlan(
     min_rounds=10,
     max_rounds=400,
 )
+
+if TYPE_CHECKING:
+    import torch
 CPU_PLAN = TimingPlan(
     warmup_min_s=0.02,
     warmup_max_s=0.2,
@@ -237,7 +240,7 @@ class DeviceEventClock:
         return float(start.elapsed_time(end)) / 1000.0
 
 
-def clock_for(torch_device: Any) -> Clock:
+def clock_for(torch_device: torch.device) -> Clock:
     """Device events on a GPU, the host clock on the CPU."""
     if getattr(torch_device, "type", str(torch_device)) == "cuda":
         import torch

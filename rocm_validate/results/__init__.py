@@ -1,4 +1,5 @@
-"""What a run produces, torch-free: metrics (a measurement and its `Verdict`), report (the
+"""What a run produces, torch-free: metrics (a measurement, its `Verdict` and the perf gate's
+`GateRecord`), margins (a correctness check's margins against its bounds), report (the
 metrics table, the JSON report and its schemas, device summaries), jsonfile (schema-checked,
 atomically written JSON), triage (failure categories and the verdict line), peers (each GPU
 against its peers), summary (markdown, HTML and the node table), plots (the summary's plots),

@@ -14,11 +14,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
-__all__ = ["GpuRef", "Metric", "Verdict"]
+__all__ = ["GateRecord", "GpuRef", "Metric", "Verdict"]
 
 PROPERTY_PREFIX = "rocm_metric."
 NUMERICS_PROPERTY = "rocm_numerics"  # a correctness test's checks and their margins, as JSON
 BETTER = ("higher", "lower")
+GATE_KEY = "gate"  # the key of a metric's GateRecord in its `extra` on disk
 
 
 class Verdict(str, Enum):
@@ -79,6 +80,78 @@ class GpuRef:
 
 
 @dataclass(frozen=True)
+class GateRecord:
+    """What the perf gate recorded on a metric: the band it allowed, the SKU's floor where one
+    applied, and what judged it. On disk it is the metric's `extra.gate` object, under the keys
+    of `_GATE_KEYS` (the report's format, which the fleet reads from old reports too)."""
+
+    min_band: float  # the band's smallest width, a fraction of the baseline
+    noise_multiple: float  # the band is this many times the measured noise
+    band_cap: float  # the band's largest width, a fraction of the baseline
+    informational: str = ""  # when set, the reason the metric is shown but never fails
+    sku_floor: float | None = None  # the SKU's floor (or ceiling) the metric was held to, if any
+    sku_floor_source: str | None = None
+    sku_floor_verdict: Verdict | None = None
+    gated_by: str | None = None  # 'baseline', 'floor' or 'none'; None: the metric was never judged
+    allowed: float | None = None  # the band's width this time (fraction)
+    noise: float | None = None
+    basis: str = "throughput"  # what was compared: 'throughput' (the figure) or 'per-clock'
+    detectable: float | None = None
+    throughput_ratio: float | None = None  # the plain figure's ratio, when another basis gated
+    accepted_regression: bool = False  # --rocm-accept-regressions recorded it: its entry starts over
+
+    def __post_init__(self) -> None:
+        if self.sku_floor_verdict is not None:
+            object.__setattr__(self, "sku_floor_verdict", Verdict(self.sku_floor_verdict))
+
+    @property
+    def judged(self) -> bool:
+        return self.gated_by is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `extra.gate` object as reports carry it: judged figures only once judged, the
+        floor's three keys only with a floor, optional flags only when set."""
+        data: dict[str, Any] = {"floor": self.min_band, "k": self.noise_multiple, "cap": self.band_cap}
+        if self.informational:
+            data["informational"] = self.informational
+        if self.sku_floor is not None:
+            data.update(floor_value=self.sku_floor, floor_source=self.sku_floor_source)
+            data["floor_verdict"] = None if self.sku_floor_verdict is None else self.sku_floor_verdict.value
+        if self.judged:
+            data.update(allowed=self.allowed, noise=self.noise, basis=self.basis, detectable=self.detectable)
+            if self.throughput_ratio is not None:
+                data["throughput_ratio"] = self.throughput_ratio
+            data["gated_by"] = self.gated_by
+        if self.accepted_regression:
+            data["accepted_regression"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GateRecord:
+        return cls(**{name: data[key] for key, name in _GATE_KEYS.items() if key in data})
+
+
+# A GateRecord's keys on disk (`extra.gate`) -> its fields; min_band and noise_multiple keep the
+# keys they were first written with, "floor" and "k" (docs/extending.md, "Words").
+_GATE_KEYS = {
+    "floor": "min_band",
+    "k": "noise_multiple",
+    "cap": "band_cap",
+    "informational": "informational",
+    "floor_value": "sku_floor",
+    "floor_source": "sku_floor_source",
+    "floor_verdict": "sku_floor_verdict",
+    "gated_by": "gated_by",
+    "allowed": "allowed",
+    "noise": "noise",
+    "basis": "basis",
+    "detectable": "detectable",
+    "throughput_ratio": "throughput_ratio",
+    "accepted_regression": "accepted_regression",
+}
+
+
+@dataclass(frozen=True)
 class Metric:
     """One measurement and, once gated, its verdict against a baseline."""
 
@@ -101,6 +174,7 @@ class Metric:
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     gpu: GpuRef | None = None  # the GPU it was measured on, in a whole-node run
+    gate: GateRecord | None = None  # what the perf gate recorded on it (`extra.gate` on disk)
 
     def __post_init__(self) -> None:
         if self.better not in BETTER:
@@ -120,15 +194,22 @@ class Metric:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["gate"]
+        if self.gate is not None:
+            data["extra"] = {**data["extra"], GATE_KEY: self.gate.to_dict()}
         data["percent_of_peak"] = self.percent_of_peak
         return {k: _json_number(v) for k, v in data.items()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Metric:
-        names = {f.name for f in fields(cls)}
+        names = {f.name for f in fields(cls)} - {"gate"}  # the gate travels in `extra`
         values = {k: v for k, v in data.items() if k in names}
         if isinstance(values.get("gpu"), Mapping):
             values["gpu"] = GpuRef.from_dict(values["gpu"])
+        extra = values.get("extra")
+        if isinstance(extra, Mapping) and isinstance(extra.get(GATE_KEY), Mapping):
+            values["gate"] = GateRecord.from_dict(extra[GATE_KEY])
+            values["extra"] = {k: v for k, v in extra.items() if k != GATE_KEY}
         return cls(**values)
 
     def to_property(self) -> tuple[str, str]:

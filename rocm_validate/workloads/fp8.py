@@ -278,7 +278,9 @@ class ScalingState(torch.nn.Module):
     amax_history: torch.Tensor  # buffers, registered in __init__
     scale: torch.Tensor
 
-    def __init__(self, recipe: DelayedScaling, roles: int = len(ROLES), device: Any = None) -> None:
+    def __init__(
+        self, recipe: DelayedScaling, roles: int = len(ROLES), device: torch.device | str | None = None
+    ) -> None:
         super().__init__()
         self.recipe = recipe
         self.register_buffer("amax_history", torch.zeros(recipe.history_len, roles, device=device))
@@ -352,8 +354,8 @@ class Fp8Linear(torch.nn.Module):
         formats: tuple[str, ...] = ("e4m3fn", "e5m2"),
         recipe: DelayedScaling = DelayedScaling(),
         matmul: str = "auto",
-        device: Any = None,
-        dtype: Any = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features

@@ -305,7 +305,7 @@ class LlamaBlock(torch.nn.Module):
         return out[0] if isinstance(out, tuple) else out  # transformers < 5 returns a tuple
 
 
-def llama_block(kind: str, scale: str, device: Any, seed: int = 0) -> LlamaBlock:
+def llama_block(kind: str, scale: str, device: torch.device | str, seed: int = 0) -> LlamaBlock:
     """A Llama block in float32, built on `device`, linear weights drawn N(0, 0.02) as Llama
     initialises them (config.initializer_range), RMSNorm weights 1; seeded without touching the
     global RNG."""

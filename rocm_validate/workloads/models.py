@@ -154,7 +154,7 @@ class ModelBuild:
     model: Any  # torch.nn.Module
     config: Any  # transformers.PretrainedConfig
     seq_len: int
-    device: Any  # torch.device
+    device: torch.device
     make_batch: Callable[..., dict[str, Any]]
     flops_per_sample: float  # training (forward + backward) FLOPs for one sequence of seq_len
 
@@ -237,8 +237,8 @@ def _config(spec: ModelSpec, scale: str, num_layers: int | None, attn_implementa
 def build_model(
     name: str,
     scale: str = "tiny",
-    device: Any = "cpu",
-    dtype: Any = None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | None = None,
     attn_implementation: str = "sdpa",
     num_layers: int | None = None,
     seq_len: int | None = None,

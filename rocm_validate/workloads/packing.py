@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 Pack = tuple[int, ...]
 
@@ -82,14 +85,14 @@ def cu_seqlens(packs: Sequence[Pack]) -> list[int]:
     return offsets
 
 
-def block_mask(packs: Sequence[Pack], device: Any = "cpu") -> Any:
+def block_mask(packs: Sequence[Pack], device: torch.device | str = "cpu") -> Any:
     """[blocks, 1, L, L] boolean, True where a query may attend to a key: the same sequence."""
 
     ids = segment_ids(packs, device)
     return (ids[:, :, None] == ids[:, None, :])[:, None]
 
 
-def segment_ids(packs: Sequence[Pack], device: Any = "cpu") -> Any:
+def segment_ids(packs: Sequence[Pack], device: torch.device | str = "cpu") -> Any:
     """[blocks, L]: each token's sequence number within its block."""
     import torch
 
@@ -98,7 +101,7 @@ def segment_ids(packs: Sequence[Pack], device: Any = "cpu") -> Any:
     return torch.stack(rows).to(device)
 
 
-def position_ids(packs: Sequence[Pack], device: Any = "cpu") -> Any:
+def position_ids(packs: Sequence[Pack], device: torch.device | str = "cpu") -> Any:
     """[blocks, L]: positions restarting at 0 in every sequence."""
     import torch
 

@@ -16,9 +16,12 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocm_validate.workloads.tunableop_results import EntryGemm
+
+if TYPE_CHECKING:
+    import torch
 
 Key = tuple[str, str]  # (operator signature, parameter signature)
 
@@ -97,7 +100,7 @@ class TunableOpSession:
         finally:
             tunable.enable(True)
 
-    def register_validators(self, device: Any) -> dict[str, str]:
+    def register_validators(self, device: torch.device | str) -> dict[str, str]:
         """Run one small GEMM through TunableOp (without tuning) so every validator is
         registered, and return them."""
         import torch
@@ -181,7 +184,7 @@ class GemmOperands:
     bias: Any = None
 
 
-def entry_operands(gemm: EntryGemm, device: Any, seed: int = 0) -> GemmOperands:
+def entry_operands(gemm: EntryGemm, device: torch.device | str, seed: int = 0) -> GemmOperands:
     """Seeded standard-normal operands for `gemm`, drawn on the device and rounded to its dtype."""
     import torch
 

@@ -64,5 +64,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     is categorized and matched against known defects (rocm_validate.core.known_defects) has them."""
     found = item.stash.get(_COMPARISONS, None) if call.when == "call" else None
     if found:
-        item.user_properties.append((NUMERICS_PROPERTY, json.dumps([margins(c) for c in found])))
+        item.user_properties.append((NUMERICS_PROPERTY, json.dumps([margins(c).to_dict() for c in found])))
     return (yield)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.core.requirements import block_skip_reason
-from rocm_validate.correctness.blocks import BLOCKS, check_block, check_dropout
+from rocm_validate.correctness.blocks import BLOCKS, block_skip_reason, check_block, check_dropout
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.reductions import STAGNATION, check_sum_reduction
 

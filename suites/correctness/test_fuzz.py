@@ -12,12 +12,13 @@ import pytest
 from hypothesis import given, reject
 from hypothesis import strategies as st
 
-from rocm_validate.core.requirements import attention_skip_reason, scaled_mm_skip_reason
+from rocm_validate.core.requirements import scaled_mm_skip_reason
 from rocm_validate.correctness.attention import (
     MASKS,
     SDPA_KERNELS,
     V_LAYOUTS,
     AttentionCase,
+    attention_skip_reason,
     check_attention,
 )
 from rocm_validate.correctness.compare import assert_passed

@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.core.requirements import (
-    blas_skip_reason,
     not_validated,
     refusal_skip_reason,
 )
-from rocm_validate.correctness.blas import preferred_blas
+from rocm_validate.correctness.blas import blas_skip_reason, preferred_blas
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.gemm import (
     check_exact_gemm,

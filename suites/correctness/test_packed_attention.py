@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.core.requirements import (
-    attention_skip_reason,
     import_optional,
     not_validated,
     refusal_skip_reason,
 )
+from rocm_validate.correctness.attention import attention_skip_reason
 from rocm_validate.correctness.compare import assert_passed
 from rocm_validate.correctness.packed import FLASH_ATTN_INSTALL, PATHS, check_packed_attention
 from rocm_validate.errors import BackendRefused

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from rocm_validate.core.requirements import (
-    attention_skip_reason,
     not_validated,
     refusal_skip_reason,
 )
@@ -16,6 +15,7 @@ from rocm_validate.correctness.attention import (
     NAMED_CASES,
     SDPA_KERNELS,
     LatestTruth,
+    attention_skip_reason,
     check_attention,
     named_case,
     supports,
