@@ -189,7 +189,7 @@ class Rank:
         return result
 
 
-def _world_from_env(env: Mapping[str, str]) -> tuple[int, int, int, str, int]:
+def world_from_env(env: Mapping[str, str]) -> tuple[int, int, int, str, int]:
     missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
     if missing:
         raise ValueError(
@@ -200,7 +200,7 @@ def _world_from_env(env: Mapping[str, str]) -> tuple[int, int, int, str, int]:
     return rank, int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", rank)), env["MASTER_ADDR"], int(env["MASTER_PORT"])
 
 
-def _device(library: str, local_rank: int) -> torch.device:
+def rank_device(library: str, local_rank: int) -> torch.device:
     if library == "gloo":
         return torch.device("cpu")
     if not torch.cuda.is_available():
@@ -260,10 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     env = os.environ
     try:
-        rank, world, local_rank, address, port = _world_from_env(env)
+        rank, world, local_rank, address, port = world_from_env(env)
         library = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
         plan = plan_from_arguments(args, library == "nccl")
-        device = _device(library, local_rank)
+        device = rank_device(library, local_rank)
     except ValueError as exc:
         print(f"rocm-validate collectives: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -24,13 +24,13 @@ import torch.distributed as dist
 from rocm_validate.collectives import steps as verdicts
 from rocm_validate.collectives.rank import (
     EXIT_USAGE,
-    _device,
-    _world_from_env,
     gather,
     one_line,
     progress_key,
+    rank_device,
     result_key,
     store_prefix,
+    world_from_env,
 )
 from rocm_validate.collectives.steps import PARITY_STEPS, StepsPlan, parser, plan_from_arguments
 from rocm_validate.workloads import sharded
@@ -328,10 +328,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     env = os.environ
     try:
-        rank, world, local_rank, address, port = _world_from_env(env)
+        rank, world, local_rank, address, port = world_from_env(env)
         library = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
         plan = plan_from_arguments(args, library == "nccl")
-        device = _device(library, local_rank)
+        device = rank_device(library, local_rank)
     except ValueError as exc:
         print(f"rocm-validate training steps: {exc}", file=sys.stderr)
         return EXIT_USAGE
