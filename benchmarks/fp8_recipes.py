@@ -126,8 +126,8 @@ def loss_row(case: RecipeCase, device: DeviceInfo, torch_device: Any, fault: str
         "curves": curves,
         "relative_deviation": _db(deviation("candidate")),
         "reference_relative_deviation": _db(deviation("reference")),
-        "allowed_relative_deviation": tolerance.rtol,
-        "passes_current_floor": deviation("candidate") <= tolerance.rtol,
+        "allowed_relative_deviation": tolerance.rtol_of_max,
+        "passes_current_floor": deviation("candidate") <= tolerance.rtol_of_max,
         "seconds": round(time.perf_counter() - started, 2),
     }
 
@@ -140,7 +140,7 @@ def _floors(device: DeviceInfo) -> dict[str, Any]:
             tolerance = tolerance_for(f"fp8_recipe.{kind}.{part}", device.backend, device.arch)
             floors[f"fp8_recipe.{kind}.{part}"] = {
                 "min_sqnr_db": tolerance.min_sqnr_db,
-                "rtol": tolerance.rtol,
+                "rtol": tolerance.rtol_of_max,
                 "source": tolerance.source,
             }
     return floors

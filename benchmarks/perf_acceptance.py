@@ -85,10 +85,10 @@ def must_catch(metric: Metric, threshold: gate.Threshold) -> bool:
     )
 
 
-def legacy(threshold: gate.Threshold, reference: gate.Reference) -> tuple[gate.Threshold, gate.Reference]:
+def legacy(threshold: gate.Threshold, reference: gate.Baseline) -> tuple[gate.Threshold, gate.Baseline]:
     """The gate as it was before clock-aware judging and folded runs, for the 'before' column."""
     return (
-        replace(threshold, per_clock=False, clock_floor=None, detect_limit=None),
+        replace(threshold, per_clock=False, clock_min_band=None, detect_limit=None),
         replace(reference, runs=(), window_clock_mhz=None, capped_share=None, per_clock_dispersion=None),
     )
 
@@ -106,7 +106,7 @@ def rejudge(
             continue
         metric = Metric.from_dict(data)
         threshold = gate.threshold_for(metric.name, backend)
-        reference = gate.reference_from_entry(entry).scaled(scale)
+        reference = gate.baseline_from_entry(entry).scaled(scale)
         if old_gate:
             threshold, reference = legacy(threshold, reference)
         judgement = gate.judge(metric, reference, threshold, "acceptance", "(re-record the acceptance baseline)")

@@ -10,7 +10,7 @@ import torch
 
 from rocm_validate.collectives import payloads
 from rocm_validate.collectives.busbw import (
-    DIP_FLOOR,
+    DIP_MIN_DROP,
     BandwidthPoint,
     bus_factor,
     busbw_gbps,
@@ -69,7 +69,7 @@ def test_a_bad_size_says_what_a_size_looks_like():
 
 
 def _cvs(smaller, larger):
-    return DIP_FLOOR, "cvs"
+    return DIP_MIN_DROP, "cvs"
 
 
 def test_a_drop_of_more_than_five_percent_to_the_next_size_is_a_dip_and_a_smaller_one_is_not():

@@ -1,5 +1,5 @@
 """The accuracy test: a candidate's error norm against the error norm a correct implementation in
-its precision makes, so a kernel that loses one bit fails; and zero goldens judged by the floor."""
+its precision makes, so a kernel that loses one bit fails; and zero goldens judged by the allowance."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_against_the_reference_twice_its_error_fails():
     assert not compare("adamw", _with_error(golden, 2.5), golden, tolerance, reference, precision="bfloat16").passed
 
 
-def test_a_zero_golden_is_judged_against_the_absolute_floor_not_a_ratio_of_zeros():
+def test_a_zero_golden_is_judged_against_the_allowance_not_a_ratio_of_zeros():
     golden = torch.zeros(1, 1, 1, 64, dtype=torch.float64)  # grad_q with one key: exactly 0
     tolerance = tolerance_for("sdpa.flash.grad_q", "cpu")
     tiny, terms = torch.full(golden.shape, 4.6e-8), torch.ones(golden.shape, dtype=torch.float64)
@@ -81,7 +81,7 @@ def test_a_zero_golden_is_judged_against_the_absolute_floor_not_a_ratio_of_zeros
     assert not compare("sdpa.flash.grad_q", wrong, golden, tolerance, torch.zeros(golden.shape), magnitude=terms).passed
 
 
-def test_an_sqnr_gated_check_of_a_zero_golden_passes_within_the_floor():
+def test_an_sqnr_gated_check_of_a_zero_golden_passes_within_the_allowance():
     golden = torch.zeros(16, dtype=torch.float64)
     tolerance = Tolerance(k=None, atol=1e-5, min_sqnr_db=20, source="t")
     assert compare("zero", torch.full((16,), 1e-7), golden, tolerance).passed

@@ -35,7 +35,7 @@ def test_a_candidate_off_by_more_than_k_reference_errors_fails_naming_the_worst_
     assert "sdpa.flash.out: the candidate differs from the golden beyond tolerance" in message
     assert "Mismatched elements: 1 / 64" in message and "at index (3, 5)" in message
     assert "ratio" in message and "(k = 4)" in message
-    assert "Tolerance: k=4, atol=1e-05, rtol=0 (test)" in message
+    assert "Tolerance: k=4, atol=1e-05, rtol_of_max=0 (test)" in message
 
 
 def test_nan_in_the_candidate_where_the_golden_is_finite_fails():
@@ -81,11 +81,11 @@ def test_an_exact_check_rejects_a_one_ulp_difference():
     assert not result.passed and result.worst_index == (7,) and "exact" in result.message()
 
 
-def test_the_floor_lets_a_tiny_error_pass_when_the_reference_is_exact():
+def test_the_allowance_lets_a_tiny_error_pass_when_the_reference_is_exact():
     golden = torch.ones(4, dtype=torch.float64)
     candidate = golden + 1e-6
-    assert compare("floor", candidate, golden, TOL, golden.clone()).passed
-    assert not compare("floor", golden + 1e-4, golden, TOL, golden.clone()).passed
+    assert compare("allowance", candidate, golden, TOL, golden.clone()).passed
+    assert not compare("allowance", golden + 1e-4, golden, TOL, golden.clone()).passed
 
 
 def test_sqnr_is_twenty_log_of_signal_over_noise():
@@ -142,3 +142,9 @@ def test_recording_comparisons_can_be_closed_from_another_thread():
     thread.start()
     thread.join()
     assert errors == []
+
+
+def test_a_tolerance_still_takes_rtol_as_the_former_name_of_rtol_of_max_and_warns():
+    with pytest.warns(DeprecationWarning, match="rtol_of_max"):
+        tolerance = Tolerance(k=4, rtol=1e-3)
+    assert tolerance.rtol_of_max == 1e-3

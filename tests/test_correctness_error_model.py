@@ -27,7 +27,7 @@ def test_an_unknown_precision_is_refused_naming_the_known_ones():
         unit_roundoff("float12")
 
 
-def test_the_underflow_floor_allows_a_float32_result_flushed_to_zero():
+def test_the_underflow_allows_a_float32_result_flushed_to_zero():
     assert underflow("float32") == 2 * torch.finfo(torch.float32).tiny
     assert underflow("float16") == 2.0**-24
 
@@ -42,8 +42,8 @@ def test_a_model_with_a_negative_coefficient_is_refused():
         ErrorModel(accumulation=-1)
 
 
-def test_the_allowed_lean_is_a_fraction_of_an_ulp_with_a_relative_floor():
-    model = ErrorModel(max_lean=0.1, lean_floor=1e-5)
+def test_the_allowed_lean_is_a_fraction_of_an_ulp_with_a_relative_minimum():
+    model = ErrorModel(max_lean=0.1, min_lean=1e-5)
     assert model.allowed_lean("bfloat16") == 0.1 * 2**-8
     assert model.allowed_lean("float32") == 1e-5
 
@@ -122,8 +122,8 @@ def test_a_nan_in_the_candidate_fails_the_model():
 
 def _rows_bounded(rule) -> bool:
     tol = rule.tolerance
-    exact = tol.k == 0 and tol.atol == 0 and tol.rtol == 0
-    absolute = tol.k == 0 and (tol.atol > 0 or tol.rtol > 0)  # against the golden alone
+    exact = tol.k == 0 and tol.atol == 0 and tol.rtol_of_max == 0
+    absolute = tol.k == 0 and (tol.atol > 0 or tol.rtol_of_max > 0)  # against the golden alone
     judged_by_sqnr = tol.min_sqnr_db is not None  # SQNR against the float64 golden
     return tol.model is not None or exact or absolute or (judged_by_sqnr and tol.k is None)
 

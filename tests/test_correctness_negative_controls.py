@@ -118,7 +118,7 @@ def test_an_fp8_linear_losing_a_scale_fails_the_sqnr_gate(run_suite_with):
     result.assert_outcomes(failed=1)
     assert_failure_report(
         result,
-        "fp8_linear.out [reference recipe e4m3fn/e5m2, 64x128->256, float32]",
+        "fp8_linear.out [own recipe e4m3fn/e5m2, 64x128->256, float32]",
         "is below the required 26.5 dB",
         "SQNR >= 26.5 dB",
     )
@@ -147,7 +147,7 @@ def test_an_fp8_cast_rounding_odd_patterns_down_fails_the_bitwise_check(run_suit
 def test_an_fp8_linear_losing_one_tile_of_its_weight_gradient_fails_the_sqnr_gate(run_suite_with):
     result = run_suite_with(WRONG_FP8_TILE, "test_fp8_linear.py", "test_reference_fp8_linear_tracks_nn_linear")
     result.assert_outcomes(failed=1)
-    assert_failure_report(result, "fp8_linear.grad_weight [reference recipe", "is below the required 22.5 dB")
+    assert_failure_report(result, "fp8_linear.grad_weight [own recipe", "is below the required 22.5 dB")
 
 
 def test_compiled_layers_off_by_one_part_in_ten_thousand_fail(run_suite_with):

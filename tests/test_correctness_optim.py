@@ -1,4 +1,4 @@
-"""The float64 reference optimizers and the optimizer check built on them."""
+"""The optimizers as defined (the float64 golden) and the optimizer check built on them."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import fake_devices
 import pytest
 import torch
 
-from rocm_validate.correctness.optim_reference import (
+from rocm_validate.correctness.optim_definitions import (
     AdamWConfig,
+    AdamWDefinition,
     LambConfig,
-    ReferenceAdamW,
-    ReferenceLamb,
+    LambDefinition,
 )
 from rocm_validate.correctness.optimizers import (
     PARAM_SHAPES,
@@ -42,7 +42,7 @@ def test_reference_adamw_equals_torch_adamw_in_float64():
         lambda ps: torch.optim.AdamW(
             ps, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, weight_decay=c.weight_decay, foreach=False
         ),
-        ReferenceAdamW(start, c),
+        AdamWDefinition(start, c),
         start,
         gradient_stream(PARAM_SHAPES, 20, seed=0),
         1e-13,
@@ -56,7 +56,7 @@ def test_reference_lamb_without_weight_decay_or_clipping_is_adam():
     grads = [[g / 1000 for g in step] for step in gradient_stream(PARAM_SHAPES, 5, seed=1)]
     _assert_same_run(
         lambda ps: torch.optim.Adam(ps, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, foreach=False),
-        ReferenceLamb(start, c),
+        LambDefinition(start, c),
         start,
         grads,
         1e-12,
@@ -66,16 +66,16 @@ def test_reference_lamb_without_weight_decay_or_clipping_is_adam():
 def test_reference_lamb_clips_the_global_gradient_norm():
     config = LambConfig(max_grad_norm=1.0)
     grads = [torch.tensor([3.0, 0.0], dtype=torch.float64), torch.tensor([0.0, 4.0], dtype=torch.float64)]
-    clipped = ReferenceLamb([torch.ones(2), torch.ones(2)], config)
+    clipped = LambDefinition([torch.ones(2), torch.ones(2)], config)
     clipped.step(grads)  # global norm 5, so every gradient is divided by 5
-    unclipped = ReferenceLamb([torch.ones(2), torch.ones(2)], config)
+    unclipped = LambDefinition([torch.ones(2), torch.ones(2)], config)
     unclipped.step([g / 5 for g in grads])
     assert all(torch.equal(a, b) for a, b in zip(clipped.params, unclipped.params))
 
 
 def test_reference_lamb_scales_the_update_by_the_trust_ratio():
     config = LambConfig(lr=0.1, weight_decay=0.1, eps=1e-30)
-    lamb = ReferenceLamb([torch.tensor([3.0, 4.0])], config)
+    lamb = LambDefinition([torch.tensor([3.0, 4.0])], config)
     lamb.step([torch.tensor([0.6, 0.0])])
     update = torch.tensor([1.0 + 0.3, 0.0 + 0.4], dtype=torch.float64)  # sign(g) + weight_decay * p
     expected = torch.tensor([3.0, 4.0], dtype=torch.float64) - 0.1 * (5.0 / float(update.norm())) * update
@@ -100,7 +100,7 @@ class _LambStandIn(torch.optim.Optimizer):
     def __init__(self, params, config: LambConfig, lr_error: float = 1.0) -> None:
         super().__init__(params, {})
         self.params = list(params)
-        self.inner = ReferenceLamb(
+        self.inner = LambDefinition(
             self.params, LambConfig(**{**config.__dict__, "lr": config.lr * lr_error}), dtype=torch.float32
         )
 

@@ -13,7 +13,7 @@ GEMM = "gemm.bf16.8192x8192x8192"
 
 
 def fixed_band(allowed: float = 0.05):
-    """The gate's band as a function of the spreads: max(floor, 3 x combined noise), capped at 8%."""
+    """The gate's band as a function of the spreads: max(min_band, 3 x combined noise), capped at 8%."""
 
     def band(own: float | None, peer: float | None):
         noise = ((own or 0) ** 2 + (peer or 0) ** 2) ** 0.5 / 1.349

@@ -160,7 +160,7 @@ def test_a_gpu_slower_than_its_peers_fails_the_run_naming_it_with_no_baseline(py
     result.assert_outcomes(passed=3)
     message = (
         "GPU 2 (BDF 0000:03:00.0) is 11.8% below the median of its 2 peers on gemm.bf16.8192x8192x8192: "
-        "600 vs 680 TFLOP/s (allowed 5.0% = max(floor 5.0%, 3 x noise 1.05%))"
+        "600 vs 680 TFLOP/s (allowed 5.0% = max(min band 5.0%, 3 x noise 1.05%))"
     )
     result.stdout.fnmatch_lines([message])
     report = json.loads((pytester.path / "report.json").read_text())

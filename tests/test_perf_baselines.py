@@ -19,7 +19,7 @@ from rocm_validate.perf.gate import Threshold
 
 KEY = "amd-instinct-mi300x-gfx942"
 RECORD = "pytest --rocm-suite=perf --update-baselines"  # the command a message names to record a baseline
-THRESHOLD = Threshold(floor=0.03, k=3.0, cap=0.08)
+THRESHOLD = Threshold(min_band=0.03, noise_multiple=3.0, cap=0.08)
 
 
 def entry(

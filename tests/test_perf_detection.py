@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.perf import gate
-from rocm_validate.perf.gate import Reference, RunPoint, Threshold
+from rocm_validate.perf.gate import Baseline, RunPoint, Threshold
 from rocm_validate.results.metrics import Metric
 
 KEY = "nvidia-h100-80gb-hbm3-sm90"
@@ -31,8 +31,8 @@ def gemm(
 
 def baseline(
     value: float = 680.0, mhz: float | None = 1600.0, capped: float = 0.9, runs: tuple[RunPoint, ...] = ()
-) -> Reference:
-    return Reference(
+) -> Baseline:
+    return Baseline(
         value,
         "TFLOP/s",
         "higher",
@@ -63,11 +63,11 @@ def test_a_lower_clock_without_a_power_or_thermal_limit_is_judged_on_throughput_
     assert "mean clock 1440 MHz now vs 1600 MHz at baseline (-10.0%)" in locked.message
 
 
-def test_without_clocks_on_both_sides_the_wider_floor_holds() -> None:
+def test_without_clocks_on_both_sides_the_wider_min_band_holds() -> None:
     no_clock = gate.judge(gemm(680.0 * 0.96), baseline(mhz=None), GEMM, KEY, RECORD)
     with_clock = gate.judge(gemm(680.0 * 0.96, mhz=1600.0, capped=0.0), baseline(capped=0.0), GEMM, KEY, RECORD)
-    assert (no_clock.verdict, no_clock.allowed) == ("pass", GEMM.floor)
-    assert (with_clock.verdict, with_clock.allowed) == ("regressed", GEMM.clock_floor)
+    assert (no_clock.verdict, no_clock.allowed) == ("pass", GEMM.min_band)
+    assert (with_clock.verdict, with_clock.allowed) == ("regressed", GEMM.clock_min_band)
 
 
 def test_a_metric_not_marked_per_clock_is_never_judged_per_clock() -> None:
@@ -77,7 +77,7 @@ def test_a_metric_not_marked_per_clock_is_never_judged_per_clock() -> None:
 
 
 def test_folded_runs_replace_the_window_noise_with_their_between_run_spread() -> None:
-    threshold = Threshold(floor=0.03, k=3.0, cap=0.08)
+    threshold = Threshold(min_band=0.03, noise_multiple=3.0, cap=0.08)
     runs = tuple(RunPoint(v) for v in (676.0, 680.0, 684.0))
     noisy_window = gemm(680.0, dispersion=0.05)
     with_runs = gate.judge(noisy_window, baseline(mhz=None, runs=runs), threshold, KEY, RECORD)
@@ -96,7 +96,7 @@ def test_at_the_cap_the_basis_with_the_narrower_band_judges() -> None:
     clock_scatters = gemm(680.0 / 1.05, mhz=1600.0, capped=0.95, dispersion=0.004, per_clock=0.03)
     runs = tuple(RunPoint(v, 1600.0) for v in (679.0, 680.0, 681.0))
     judgement = gate.judge(clock_scatters, baseline(runs=runs), GEMM, KEY, RECORD)
-    assert (judgement.basis, judgement.verdict, judgement.allowed) == ("throughput", "regressed", GEMM.clock_floor)
+    assert (judgement.basis, judgement.verdict, judgement.allowed) == ("throughput", "regressed", GEMM.clock_min_band)
     assert "judged on throughput: its band (2.5%) is narrower than per clock cycle (6.7%)" in judgement.message
 
 
@@ -136,27 +136,27 @@ def test_every_judgement_states_the_change_it_catches_95_percent_of_the_time() -
 def test_a_host_side_metric_that_cannot_catch_ten_percent_is_shown_not_gated() -> None:
     launch = gate.threshold_for("launch.empty_kernel.host_us", "cuda")
     noisy = Metric("launch.empty_kernel.host_us", 9.0, "us", better="lower", dispersion=0.10)
-    judgement = gate.judge(noisy, Reference(5.0, "us", "lower", dispersion=0.10), launch, KEY, RECORD)
+    judgement = gate.judge(noisy, Baseline(5.0, "us", "lower", dispersion=0.10), launch, KEY, RECORD)
     assert judgement.verdict == "informational" and not judgement.fails
     assert "host-side metric shown, not gated" in judgement.message and "detect=none" in judgement.message
 
 
 def test_a_host_side_metric_that_can_catch_ten_percent_still_gates() -> None:
-    host = gate.Threshold(floor=0.05, k=3.0, cap=0.08, detect_limit=gate.HOST_DETECT_LIMIT)
+    host = gate.Threshold(min_band=0.05, noise_multiple=3.0, cap=0.08, detect_limit=gate.HOST_DETECT_LIMIT)
     slow = Metric("copy.host_to_device.pinned.256mib", 40.0, "GB/s", dispersion=0.001)
     assert (
-        gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), host, KEY, RECORD).verdict == "regressed"
+        gate.judge(slow, Baseline(52.0, "GB/s", "higher", dispersion=0.001), host, KEY, RECORD).verdict == "regressed"
     )
 
 
 def test_pinned_copies_are_shown_not_gated_since_their_vm_to_vm_spread_hides_ten_percent() -> None:
     pinned = gate.threshold_for("copy.h2d.pinned.512mib", "cuda")
     slow = Metric("copy.h2d.pinned.512mib", 40.0, "GB/s", dispersion=0.001)
-    judgement = gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), pinned, KEY, RECORD)
+    judgement = gate.judge(slow, Baseline(52.0, "GB/s", "higher", dispersion=0.001), pinned, KEY, RECORD)
     assert judgement.verdict == "informational" and judgement.detectable > gate.HOST_DETECT_LIMIT
     (rule,) = gate.parse_rules(["copy.*.pinned.* detect=none"])
     assert (
-        gate.judge(slow, Reference(52.0, "GB/s", "higher", dispersion=0.001), rule.threshold, KEY, RECORD).verdict
+        gate.judge(slow, Baseline(52.0, "GB/s", "higher", dispersion=0.001), rule.threshold, KEY, RECORD).verdict
         == "regressed"
     )
 
@@ -164,7 +164,7 @@ def test_pinned_copies_are_shown_not_gated_since_their_vm_to_vm_spread_hides_ten
 def test_detect_none_in_the_ini_gates_a_blunt_host_side_metric_anyway() -> None:
     (rule,) = gate.parse_rules(["launch.* detect=none"])
     noisy = Metric("launch.empty_kernel.host_us", 9.0, "us", better="lower", dispersion=0.10)
-    judgement = gate.judge(noisy, Reference(5.0, "us", "lower", dispersion=0.10), rule.threshold, KEY, RECORD)
+    judgement = gate.judge(noisy, Baseline(5.0, "us", "lower", dispersion=0.10), rule.threshold, KEY, RECORD)
     assert judgement.verdict == "regressed"
 
 
@@ -173,7 +173,7 @@ def test_detect_none_in_the_ini_gates_a_blunt_host_side_metric_anyway() -> None:
     [
         ("gemm.* per_clock=maybe", "expected yes or no"),
         ("gemm.* detect=lots", "expected a fraction"),
-        ("gemm.* clock_floor=0.09", "clock_floor <= floor"),
+        ("gemm.* clock_min_band=0.09", "clock_min_band <= min_band"),
         ("launch.* detect=2", "between 0 and 1"),
     ],
 )
@@ -205,7 +205,7 @@ def test_a_throughput_loss_the_window_clock_drop_explains_is_throttling() -> Non
 def test_a_step_whose_runs_agree_better_on_throughput_is_judged_on_throughput_with_the_narrower_band() -> None:
     # the clock fell while the figure rose: a launch-bound step, which the clock does not pace
     runs = tuple(RunPoint(v, c) for v, c in ((53000.0, 1785.0), (54200.0, 1767.0), (54300.0, 1752.0)))
-    reference = Reference(
+    reference = Baseline(
         54200.0, "tokens/s", "higher", dispersion=0.01, window_clock_mhz=1767.0, capped_share=1.0, runs=runs
     )
     step = Metric(

@@ -1,4 +1,4 @@
-"""The gate: bands from noise with a floor and a cap, verdicts and their messages, the
+"""The gate: bands from noise with a min_band and a cap, verdicts and their messages, the
 threshold table and its ini overrides. Every verdict has a negative control."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.perf import gate
-from rocm_validate.perf.gate import Reference, Threshold
+from rocm_validate.perf.gate import Baseline, Threshold
 from rocm_validate.results.metrics import Metric
 
 KEY = "nvidia-h100-80gb-hbm3-sm90"
@@ -33,23 +33,23 @@ def reference(
     unit: str = "TFLOP/s",
     dispersion: float | None = 0.0,
     clock: float | None = None,
-) -> Reference:
-    return Reference(value=value, unit=unit, better=better, dispersion=dispersion, clock_mhz=clock)
+) -> Baseline:
+    return Baseline(value=value, unit=unit, better=better, dispersion=dispersion, clock_mhz=clock)
 
 
-def test_the_band_is_the_floor_until_k_times_noise_exceeds_it_and_never_passes_the_cap() -> None:
-    threshold = Threshold(floor=0.03, k=3.0, cap=0.08)
+def test_the_band_is_the_min_band_until_noise_multiple_times_noise_exceeds_it_and_never_passes_the_cap() -> None:
+    threshold = Threshold(min_band=0.03, noise_multiple=3.0, cap=0.08)
     assert threshold.allowed(0.005) == 0.03
     assert threshold.allowed(0.02) == pytest.approx(0.06)
     assert threshold.allowed(0.5) == 0.08
     assert threshold.noise_limit() == pytest.approx(0.08 / 3)
 
 
-def test_a_threshold_rejects_a_floor_above_its_cap_or_a_non_positive_k() -> None:
-    with pytest.raises(ValueError, match="floor <= cap"):
-        Threshold(floor=0.1, cap=0.05)
-    with pytest.raises(ValueError, match="k must be"):
-        Threshold(k=0)
+def test_a_threshold_rejects_a_min_band_above_its_cap_or_a_non_positive_noise_multiple() -> None:
+    with pytest.raises(ValueError, match="min_band <= cap"):
+        Threshold(min_band=0.1, cap=0.05)
+    with pytest.raises(ValueError, match="noise_multiple must be"):
+        Threshold(noise_multiple=0)
 
 
 def test_an_equal_value_passes_and_a_ten_percent_loss_regresses() -> None:
@@ -57,7 +57,7 @@ def test_an_equal_value_passes_and_a_ten_percent_loss_regresses() -> None:
     assert gate.judge(metric(700.0), reference(), threshold, KEY, RECORD).verdict == "pass"
     judgement = gate.judge(metric(700.0 / 1.10), reference(), threshold, KEY, RECORD)
     assert judgement.verdict == "regressed" and judgement.fails
-    assert judgement.bound == pytest.approx(1 - threshold.floor)
+    assert judgement.bound == pytest.approx(1 - threshold.min_band)
 
 
 def test_a_regression_message_shows_value_baseline_ratio_band_noise_and_peak() -> None:
@@ -69,7 +69,7 @@ def test_a_regression_message_shows_value_baseline_ratio_band_noise_and_peak() -
         "600 TFLOP/s",
         "baseline 700",
         "ratio 0.857",
-        "allowed 3.1% = max(floor 3.0%, 3 x noise 1.05%)",
+        "allowed 3.1% = max(min band 3.0%, 3 x noise 1.05%)",
         "60.6% of the 989.5 TFLOP/s datasheet peak",
         RECORD,
     ):
@@ -166,14 +166,14 @@ def test_a_default_band_wider_than_ten_percent_belongs_to_a_metric_shown_not_gat
     for name in ("copy.h2d.pinned.512mib", "launch.empty_kernel.host_us"):
         threshold = gate.threshold_for(name, "rocm")
         wide = 1 - threshold.cap <= 1 / 1.10
-        assert not wide or (threshold.detect_limit is not None and threshold.floor >= threshold.detect_limit), name
+        assert not wide or (threshold.detect_limit is not None and threshold.min_band >= threshold.detect_limit), name
 
 
-def test_default_floors_sit_above_the_run_to_run_spread_measured_on_the_h100() -> None:
+def test_default_min_bands_sit_above_the_run_to_run_spread_measured_on_the_h100() -> None:
     """A/A: copy moved 0.06%, SDPA 1%, mid-size GEMMs 2% (sd) between independent runs."""
-    assert gate.threshold_for("copy.device.2048mib", "cuda").floor >= 10 * 0.0006
-    assert gate.threshold_for("sdpa.forward.bert-large.48x16x512x64", "cuda").floor >= 3 * 0.01
-    assert gate.threshold_for("gemm.bf16.24576x4096x1024", "cuda").floor >= 2 * 0.02
+    assert gate.threshold_for("copy.device.2048mib", "cuda").min_band >= 10 * 0.0006
+    assert gate.threshold_for("sdpa.forward.bert-large.48x16x512x64", "cuda").min_band >= 3 * 0.01
+    assert gate.threshold_for("gemm.bf16.24576x4096x1024", "cuda").min_band >= 2 * 0.02
 
 
 @pytest.mark.parametrize(
@@ -197,7 +197,7 @@ def test_latency_bound_collectives_are_shown_and_the_large_ones_catch_a_ten_perc
     large = Metric(
         name="collective.all_gather.2ranks.256mib", value=216.0, unit="GB/s", better="higher", dispersion=0.0
     )
-    steady = Reference(value=240.0, unit="GB/s", better="higher", dispersion=0.0)
+    steady = Baseline(value=240.0, unit="GB/s", better="higher", dispersion=0.0)
     assert gate.judge(small, steady, gate.threshold_for(small.name, "cuda"), KEY, RECORD).verdict == "informational"
     assert gate.judge(large, steady, gate.threshold_for(large.name, "cuda"), KEY, RECORD).verdict == "regressed"
     within = Metric(name=large.name, value=240.0 * 0.96, unit="GB/s", better="higher", dispersion=0.0)
@@ -216,10 +216,15 @@ def test_the_cpu_gets_its_own_loose_band_before_any_gpu_rule() -> None:
 
 
 def test_an_ini_rule_changes_only_the_fields_it_names() -> None:
-    (rule,) = gate.parse_rules(["# comment", "", "gemm.bf16.* floor=0.06"])
-    assert rule.threshold == Threshold(floor=0.06, k=3.0, cap=0.08, per_clock=True)
-    assert gate.threshold_for("gemm.bf16.8192x8192x8192", "cuda", (rule,)).floor == 0.06
-    assert gate.threshold_for("gemm.fp16.8192x8192x8192", "cuda", (rule,)).floor == 0.05
+    (rule,) = gate.parse_rules(["# comment", "", "gemm.bf16.* min_band=0.06"])
+    assert rule.threshold == Threshold(min_band=0.06, noise_multiple=3.0, cap=0.08, per_clock=True)
+    assert gate.threshold_for("gemm.bf16.8192x8192x8192", "cuda", (rule,)).min_band == 0.06
+    assert gate.threshold_for("gemm.fp16.8192x8192x8192", "cuda", (rule,)).min_band == 0.05
+
+
+def test_an_ini_rule_still_reads_the_keys_floor_k_and_clock_floor_by_their_new_names() -> None:
+    (rule,) = gate.parse_rules(["gemm.bf16.* floor=0.06 k=2 clock_floor=0.01"])
+    assert (rule.threshold.min_band, rule.threshold.noise_multiple, rule.threshold.clock_min_band) == (0.06, 2.0, 0.01)
 
 
 def test_an_ini_rule_can_make_a_metric_informational_on_one_backend() -> None:
@@ -233,11 +238,11 @@ def test_an_ini_rule_can_make_a_metric_informational_on_one_backend() -> None:
 @pytest.mark.parametrize(
     "line, complaint",
     [
-        ("floor=0.05", "expected a metric pattern first"),
-        ("gemm.* floor=abc", "floor='abc': expected a number"),
+        ("min_band=0.05", "expected a metric pattern first"),
+        ("gemm.* min_band=abc", "min_band='abc': expected a number"),
         ("gemm.* width=3", "'width=3' is not a setting"),
         ("gemm.* backend=tpu", "expected rocm, cuda or cpu"),
-        ("gemm.* floor=0.2 cap=0.1", "floor <= cap"),
+        ("gemm.* min_band=0.2 cap=0.1", "min_band <= cap"),
     ],
 )
 def test_a_bad_ini_rule_names_its_line_and_the_accepted_form(line: str, complaint: str) -> None:
@@ -249,4 +254,4 @@ def test_a_bad_ini_rule_names_its_line_and_the_accepted_form(line: str, complain
 def test_pinned_host_transfers_tolerate_the_spread_of_a_shared_host_link() -> None:
     """A/A on one lent H100 VM: h2d read 53.8 GB/s when recorded and 49.7 in a rerun."""
     for name in ("copy.h2d.pinned.512mib", "copy.d2h.pinned.512mib"):
-        assert 1 - gate.threshold_for(name, "cuda").floor < 49.7 / 53.8
+        assert 1 - gate.threshold_for(name, "cuda").min_band < 49.7 / 53.8

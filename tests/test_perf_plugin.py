@@ -269,7 +269,7 @@ def test_a_slower_run_fails_with_value_baseline_ratio_band_noise_and_peak(projec
     result.stdout.fnmatch_lines(
         [
             "*gemm.bf16.8192x8192x8192: regressed: 20.0% slower, 586.4 TFLOP/s vs baseline 733 (ratio 0.800, "
-            "allowed 5.0% = max(floor 5.0%, 3 x noise 0.00%); catches a 5.0% change); 44.9% of the 1307 TFLOP/s datasheet peak*",
+            "allowed 5.0% = max(min band 5.0%, 3 x noise 0.00%); catches a 5.0% change); 44.9% of the 1307 TFLOP/s datasheet peak*",
         ]
     )
     assert "Traceback" not in result.stdout.str()

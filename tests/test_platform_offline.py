@@ -363,7 +363,7 @@ def test_a_cut_short_output_listing_fewer_gpus_is_no_disagreement_and_the_full_c
     assert node.truncated == ("amd-smi-list.txt: [output truncated]",) and node.at_least is False
 
 
-def test_an_output_cut_short_that_sets_the_count_makes_it_a_floor():
+def test_an_output_cut_short_that_sets_the_count_makes_it_a_lower_bound():
     text = (AMD / "rocminfo-mi300x-2gpu.txt").read_text()
     node = offline.describe_outputs({"rocminfo.txt": text + "\n... (output truncated)\n"})
     assert len(node.devices) == 2 and node.at_least is True

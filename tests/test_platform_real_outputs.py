@@ -270,7 +270,7 @@ def test_a_paste_of_only_rocm_smi_showtopo_counts_the_gpus_and_reads_their_links
     assert node.links_tool == "rocm-smi --showtopo"
 
 
-def test_a_table_whose_last_row_stops_after_its_first_cell_makes_the_count_a_floor():
+def test_a_table_whose_last_row_stops_after_its_first_cell_makes_the_count_a_lower_bound():
     node = describe(NODES / "mi350x-dpx-concise-cut")
     assert node.at_least and node.truncated == ("rocm-smi.txt: the table's last row stops after '8'",)
     assert not any("disagree" in error for error in node.errors)

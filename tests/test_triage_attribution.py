@@ -13,7 +13,7 @@ import pytest
 
 from rocm_validate.perf import gate
 from rocm_validate.perf.attribution import attribute, is_host_side
-from rocm_validate.perf.gate import Reference, Threshold
+from rocm_validate.perf.gate import Baseline, Threshold
 from rocm_validate.platform import processes, telemetry
 from rocm_validate.platform.devices import DeviceInfo
 from rocm_validate.results.metrics import Metric
@@ -112,13 +112,13 @@ def test_the_gate_message_names_the_process_and_leaves_out_the_rerecord_hint() -
         "gemm.bf16.8192x8192x8192", 600.0, "TFLOP/s", extra={"telemetry": evidence(clock=1410.0, after=[LOADER])}
     )
     judgement = gate.judge(
-        metric, Reference(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100", RECORD
+        metric, Baseline(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100", RECORD
     )
     assert judgement.category == "contention" and "pid 4242 python3" in judgement.message
     assert "re-record" not in judgement.message
     clean = Metric("gemm.bf16.8192x8192x8192", 600.0, "TFLOP/s", extra={"telemetry": evidence()})
     slower = gate.judge(
-        clean, Reference(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100", RECORD
+        clean, Baseline(731.0, "TFLOP/s", "higher", 0.004, clock_mhz=1755.0), Threshold(), "h100", RECORD
     )
     assert (
         slower.category == "performance"

@@ -90,9 +90,9 @@ def _describe_saved(folder: Path, as_json: bool) -> int:
         )
         return 0
     count = len(node.devices)
-    floor = "at least " if node.at_least else ""
+    at_least = "at least " if node.at_least else ""
     print(
-        f"{floor}{count} GPU{'' if count == 1 else 's'} described from {', '.join(node.files)} in {folder} "
+        f"{at_least}{count} GPU{'' if count == 1 else 's'} described from {', '.join(node.files)} in {folder} "
         "(no torch ran)"
     )
     for cut in node.truncated:

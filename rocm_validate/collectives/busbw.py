@@ -24,7 +24,7 @@ from rocm_validate.results.sizes import size_label
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 EVERY_COLLECTIVE: tuple[str, ...] = COLLECTIVES + TRAINING_COLLECTIVES  # float32, then as training calls them
-DIP_FLOOR = 0.05  # ROCm/cvs check_bw_dip: a drop of more than 5% from one size to the next
+DIP_MIN_DROP = 0.05  # ROCm/cvs check_bw_dip: a drop of more than 5% from one size to the next
 
 
 def bus_factor(name: str, world: int) -> float:

@@ -42,7 +42,7 @@ def pytest_rocm_noise_band(
 ) -> tuple[float, str] | None:
     """How far (a fraction) two measurements of metric `name` on a `backend` device may differ
     before the difference is more than noise, given each one's relative spread (IQR / median,
-    None where unmeasured); with how it was derived, for messages ('8.0% = max(floor 5.0%, ...)').
+    None where unmeasured); with how it was derived, for messages ('8.0% = max(min band 5.0%, ...)').
 
     The perf suite answers with its baseline gate's rule for the metric (`rocm_perf_thresholds`
     included), so a GPU compared with its peers, or a bandwidth with the next message size, gets

@@ -5,7 +5,7 @@ standard normal, as FlashAttention's own tests draw them: with PyTorch's uniform
 attention is nearly uniform and grad_q is a small difference of large terms, so a fused kernel's
 grad_q error reaches 15 dB below the signal on an H100, too close to a halved gradient (6 dB) for any
 bound to tell them apart. PyTorch's fudge factors still bound each element (they were set on
-harder inputs); the norm bound and the SQNR floor catch a wrong gradient spread over the tensor.
+harder inputs); the norm bound and the minimum SQNR catch a wrong gradient spread over the tensor.
 An SDPA kernel ('flash', 'mem_efficient', 'cudnn', 'math': PyTorch's SDPBackend members) is named
 `sdpa_kernel` here. The candidate runs under `torch.nn.attention.sdpa_kernel([...])` restricted to
 it; the low-precision reference is the math kernel in the same dtype; the golden is computed in

@@ -4,7 +4,8 @@
 construction) and optionally the plain low-precision reference (same dtype, unfused eager math,
 or the golden correctly rounded). The candidate passes when
 
-* no element's error exceeds max(floor, k x the reference's worst error);
+* no element's error exceeds max(allowance, k x the reference's worst error), the allowance
+  being atol + rtol_of_max x max|golden| (max over the whole tensor);
 * its error norm stays within k_norm x the reference's error norm (a wrong result spread thinly
   over many elements, such as a halved gradient, fails here);
 * it has no NaN or Inf where the golden is finite;
@@ -19,8 +20,8 @@ or the golden correctly rounded). The candidate passes when
   the candidate and the reference share cannot hide behind their ratio; the lean sees a
   systematic change (a 0.1% scale, rounding the wrong way) far below one rounding per element.
 
-Where the golden is zero or tiny, every criterion falls back to the precision's absolute floor
-(its underflow, and the row's atol), never a ratio of zeros. See
+Where the golden is zero or tiny, every criterion falls back to the allowance
+(the precision's underflow, and the row's atol), never a ratio of zeros. See
 `rocm_validate.correctness.tolerances` for the numbers. The result is a frozen `Comparison`
 whose `message()` is shaped like `torch.testing.assert_close`'s: mismatch count, the worst
 element with its index, the errors, their ratio, norms, SQNR, bias and the tolerance with its
@@ -83,7 +84,7 @@ class AccuracyJudgement:
     """The candidate's error norm against the error norm a correct implementation makes."""
 
     precision: str
-    predicted: float  # the correct implementation's error norm (with the absolute floor)
+    predicted: float  # the correct implementation's error norm (with the precision's underflow)
     ratio: float  # the candidate's error norm / predicted
     allowed: float  # the largest ratio that passes: the row's factor, widened for few elements
 
@@ -131,7 +132,7 @@ class Comparison:
     allowed_norm: float | None = None  # the bound the error norm must meet; None without k_norm
     model: ModelJudgement | None = None  # the absolute test against float64; None for exact rows
     accuracy: AccuracyJudgement | None = None  # the precision test; None where the row has none
-    noise_floor: float = 0.0  # the error norm always allowed: the absolute floor over every element
+    norm_allowance: float = 0.0  # the error norm always allowed: the allowance over every element
     problem: str = ""  # a structural failure (shape mismatch) that makes the numbers meaningless
 
     @property
@@ -145,9 +146,9 @@ class Comparison:
 
     @property
     def sqnr_ok(self) -> bool:
-        """SQNR reaches its minimum, or the error is within the absolute floor (a zero golden has no signal)."""
+        """SQNR reaches its minimum, or the error is within the allowance (a zero golden has no signal)."""
         minimum = self.tolerance.min_sqnr_db
-        return minimum is None or self.sqnr_db >= minimum or self.norm_error <= self.noise_floor
+        return minimum is None or self.sqnr_db >= minimum or self.norm_error <= self.norm_allowance
 
     @property
     def accuracy_ok(self) -> bool:
@@ -275,13 +276,15 @@ class Comparison:
         tol = self.tolerance
         if tol.k is None:
             return f"Error: candidate {self.candidate_error:.3g} (not bounded: this check gates on SQNR)"
-        floor = f"floor {tol.atol:g} + {tol.rtol:g} x max|golden|"
+        allowance = f"atol {tol.atol:g} + {tol.rtol_of_max:g} x max|golden|"
         if self.reference_error is None:
-            return f"Error: candidate {self.candidate_error:.3g}; allowed {self.allowed:.3g} = {floor} (no reference)"
+            return (
+                f"Error: candidate {self.candidate_error:.3g}; allowed {self.allowed:.3g} = {allowance} (no reference)"
+            )
         ratio = self.ratio if self.ratio is not None else math.nan
         return (
             f"Error: candidate {self.candidate_error:.3g}, low-precision reference {self.reference_error:.3g}, "
-            f"ratio {ratio:.3g} (k = {tol.k:g}); allowed {self.allowed:.3g} = max({floor}, "
+            f"ratio {ratio:.3g} (k = {tol.k:g}); allowed {self.allowed:.3g} = max({allowance}, "
             f"{tol.k:g} x {self.reference_error:.3g})"
         )
 
@@ -387,7 +390,7 @@ def compare(
     scale = float(g[finite].abs().max()) if bool(finite.any()) else 0.0
     allowed = None
     if tolerance.k is not None:
-        allowed = max(tolerance.atol + tolerance.rtol * scale, tolerance.k * (reference_error or 0.0))
+        allowed = max(tolerance.atol + tolerance.rtol_of_max * scale, tolerance.k * (reference_error or 0.0))
     bound = math.inf if allowed is None else allowed
     mismatched = (diff > bound) | nonfinite | special_wrong
     both = finite & candidate_finite
@@ -402,11 +405,11 @@ def compare(
         judged_in = precision or tolerance.model.precision_of(dtype_name(candidate.dtype))
     count = int(finite.sum())
     golden_norm = float(torch.linalg.vector_norm(g[finite])) if count else 0.0
-    noise_floor = max(tolerance.atol, _floor(judged_in)) * math.sqrt(count)
+    norm_allowance = max(tolerance.atol, _underflow_or_zero(judged_in)) * math.sqrt(count)
     allowed_norm = None
     if tolerance.k_norm is not None:
-        floor = noise_floor + tolerance.rtol * golden_norm
-        allowed_norm = max(floor, tolerance.k_norm * (reference_norm or 0.0))
+        allowance = norm_allowance + tolerance.rtol_of_max * golden_norm
+        allowed_norm = max(allowance, tolerance.k_norm * (reference_norm or 0.0))
     judged = None
     if tolerance.model is not None:
         aligned = _Aligned(candidate=c, golden=g, reference=r, diff=diff, both_finite=both, golden_scale=scale)
@@ -451,12 +454,12 @@ def compare(
         allowed_norm=allowed_norm,
         model=judged,
         accuracy=accuracy,
-        noise_floor=noise_floor,
+        norm_allowance=norm_allowance,
     )
 
 
-def _floor(precision: str) -> float:
-    """The precision's absolute error floor per element; 0 for a dtype without one (integers)."""
+def _underflow_or_zero(precision: str) -> float:
+    """The precision's underflow per element; 0 for a dtype without one (integers)."""
     try:
         return underflow(precision)
     except ValueError:
@@ -483,11 +486,11 @@ def _judge_accuracy(
 
     accuracy = tolerance.accuracy
     assert accuracy is not None
-    floor = _floor(precision) * math.sqrt(count)
+    underflow_norm = _underflow_or_zero(precision) * math.sqrt(count)
     if accuracy.against == "reference":
         if reference_norm is None:
             return None
-        predicted = reference_norm + max(floor, tolerance.atol * math.sqrt(count))
+        predicted = reference_norm + max(underflow_norm, tolerance.atol * math.sqrt(count))
     else:
         m = g.abs() if magnitude is None else magnitude.to(g).expand_as(g).abs()
         magnitude_norm = float(torch.linalg.vector_norm(m[finite])) if count else 0.0
@@ -495,7 +498,9 @@ def _judge_accuracy(
         summed_in = model.accumulator_of(precision) if model is not None else accumulator(precision)
         rounded = g[finite].to(getattr(torch, precision)).double()
         rounded_norm = float(torch.linalg.vector_norm(torch.where(torch.isfinite(rounded), rounded - g[finite], 0.0)))
-        predicted = accuracy.predicted(precision, summed_in, golden_norm, magnitude_norm, terms, rounded_norm) + floor
+        predicted = (
+            accuracy.predicted(precision, summed_in, golden_norm, magnitude_norm, terms, rounded_norm) + underflow_norm
+        )
     ratio = norm_error / predicted if predicted > 0 else (0.0 if norm_error == 0 else math.inf)
     return AccuracyJudgement(precision=precision, predicted=predicted, ratio=ratio, allowed=accuracy.allowed(count))
 

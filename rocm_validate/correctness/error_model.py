@@ -9,7 +9,7 @@ section 2.2: every rounding is x(1 + d), |d| <= u):
     |c_i - g_i|  <=  u_p (rounding |g_i| + spread m_i + scale max|g|)  +  u_acc accumulation growth(K) m_i  +  s_p
 
 * u_p is the unit roundoff of the precision whose rounding bounds the result (the candidate's
-  dtype, or the dtype an autocast region computes in); s_p its underflow floor (the smallest
+  dtype, or the dtype an autocast region computes in); s_p its underflow (the smallest
   normal where subnormals may be flushed to zero);
 * `rounding` counts the roundings of the output itself (1: correctly rounded);
 * `spread` the roundings of intermediates held in that precision (a bf16 composite), applied to the
@@ -39,9 +39,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# Unit roundoff u (half the machine epsilon) and the absolute error floor of each format
+# Unit roundoff u (half the machine epsilon) and the underflow (absolute error) of each format
 # (Blanchard, D. Higham, N. Higham, IMA J. Numer. Anal. 41(4) 2021, Table 1; OCP FP8 and the fnuz
-# variants: fnuz moves the exponent bias by one, halving the smallest subnormal). The floor is
+# variants: fnuz moves the exponent bias by one, halving the smallest subnormal). The underflow is
 # twice the smallest normal number where kernels may flush subnormals to zero (float32
 # arithmetic, and so bf16 computed in it: CPUs' DAZ / FTZ, GPUs' ftz): a result below the
 # smallest normal may come out as zero. Elsewhere it is the smallest subnormal.
@@ -67,7 +67,7 @@ def unit_roundoff(precision: str) -> float:
 
 
 def underflow(precision: str) -> float:
-    """The absolute error floor of `precision`: a result that underflows, or is flushed to zero."""
+    """The absolute error of `precision` where a result underflows, or is flushed to zero."""
     unit_roundoff(precision)
     return PRECISIONS[precision][1]
 
@@ -101,9 +101,9 @@ class ErrorModel:
     unbounded (a check judged on its norm, SQNR and lean). accumulate_in: "float32" (PyTorch's
     acc type, as GPU kernels accumulate) or "precision" (the kernel accumulates in the result's
     own precision, as some CPU kernels do for bf16 and fp16). norm: None, no norm bound.
-    max_lean: the largest systematic error, in ulps (u) of the precision; lean_floor: the relative
+    max_lean: the largest systematic error, in ulps (u) of the precision; min_lean: the relative
     lean always allowed (float32 accumulations lean a few 1e-7 when healthy; 1e-5 still fails a
-    0.01% scale), so the allowed lean is max(max_lean u, lean_floor).
+    0.01% scale), so the allowed lean is max(max_lean u, min_lean).
     """
 
     precision: str = ""
@@ -115,7 +115,7 @@ class ErrorModel:
     accumulate_in: str = "float32"
     norm: float | None = None
     max_lean: float = 0.1
-    lean_floor: float = 1e-5
+    min_lean: float = 1e-5
     lean_against: str = "golden"
     source: str = ""
 
@@ -127,14 +127,14 @@ class ErrorModel:
             raise ValueError(f"accumulate_in must be 'float32' or 'precision', found {self.accumulate_in!r}")
         if self.lean_against not in ("golden", "reference"):
             raise ValueError(f"lean_against must be 'golden' or 'reference', found {self.lean_against!r}")
-        for name in ("rounding", "spread", "scale", "accumulation", "norm", "max_lean", "lean_floor"):
+        for name in ("rounding", "spread", "scale", "accumulation", "norm", "max_lean", "min_lean"):
             value = getattr(self, name)
             if value is not None and (not math.isfinite(value) or value < 0):
                 raise ValueError(f"error model {name} must be a finite number >= 0, found {value!r}")
 
     def allowed_lean(self, precision: str) -> float:
         """The largest relative lean that passes for a result in `precision`."""
-        return max(self.max_lean * unit_roundoff(precision), self.lean_floor)
+        return max(self.max_lean * unit_roundoff(precision), self.min_lean)
 
     def accumulator_of(self, precision: str) -> str:
         """The precision the accumulated term is counted in, for a result in `precision`."""
@@ -160,7 +160,7 @@ class ErrorModel:
         if self.norm is not None:
             parts.append(f"||c - g|| <= {self.norm:g} u ||g||")
         beyond = " beyond the reference's" if self.lean_against == "reference" else ""
-        parts.append(f"lean{beyond} <= max({self.max_lean:g} u, {self.lean_floor:g})")
+        parts.append(f"lean{beyond} <= max({self.max_lean:g} u, {self.min_lean:g})")
         where = f" in {self.precision}" if self.precision else ""
         return f"model{where}: " + "; ".join(parts) + (f" ({self.source})" if self.source else "")
 
@@ -189,8 +189,8 @@ class Accuracy:
     sqrt(K) u, not the worst-case K u; partial sums the size of the result). Against
     "reference", the prediction is the same-precision reference's error norm (flash-attention's
     rule: error <= 2 x the reference's), for ops whose healthy error varies too much across
-    backends to predict. Either way the absolute floor of the precision (its underflow, per
-    element) is added, so a zero or tiny golden is judged against the floor, never a ratio of
+    backends to predict. Either way the precision's underflow (per element) is
+    added, so a zero or tiny golden is judged against it, never a ratio of
     zeros. `factor`: the candidate's error norm may reach factor x the prediction; a factor below
     2 fails a kernel that loses one bit (doubles its error).
     """
@@ -228,7 +228,7 @@ class Accuracy:
         rounded_norm: float,
     ) -> float:
         """The error norm of a correct implementation in `precision` (against "model"), without the
-        floor; rounded_norm: ||golden rounded to the precision - golden||, the output's own rounding."""
+        underflow; rounded_norm: ||golden rounded to the precision - golden||, the output's own rounding."""
         u, u_acc = unit_roundoff(precision), unit_roundoff(accumulator_precision)
         further = max(self.roundings_of(precision) - 1.0, 0.0)
         return math.sqrt(

@@ -1,6 +1,6 @@
 """FP8 checks on a device: casts, torch._scaled_mm, FP8 linear layers and FP8 training recipes.
 
-Casts are compared bit for bit with the pure reference of `rocm_validate.workloads.fp8`. `_scaled_mm` is
+Casts are compared bit for bit with the pure-Python model of `rocm_validate.workloads.fp8`. `_scaled_mm` is
 compared with the float64 emulation of the same FP8 operands (golden) measured against the float32
 emulation (reference), and with the unquantized product for SQNR. FP8 linear layers (the
 project's delayed-scaling recipe, torchao's, Transformer Engine's) are compared with nn.Linear in
@@ -41,7 +41,7 @@ def _canonical_bits(bits: torch.Tensor, fmt: Fp8Format) -> torch.Tensor:
 
 
 def check_bit_patterns(fmt: Fp8Format, torch_device: torch.device) -> list[Comparison]:
-    """Upcast of all 256 patterns on the device vs the reference decoding (values and signs of
+    """Upcast of all 256 patterns on the device vs the pure-Python decoding (values and signs of
     zero), then the round trip value -> FP8 on the device must give the pattern back."""
     exact = tolerance_for("fp8.cast", "*")
     patterns = torch.arange(256, dtype=torch.int32).to(torch.uint8)
@@ -279,7 +279,7 @@ def linear_size(is_gpu: bool) -> LinearSize:
     return LinearSize(2048, 1024, 4096) if is_gpu else LinearSize(64, 128, 256)
 
 
-def _reference_linear(size: LinearSize, device: torch.device | str, seed: int) -> torch.nn.Linear:
+def _plain_linear(size: LinearSize, device: torch.device | str, seed: int) -> torch.nn.Linear:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return torch.nn.Linear(size.in_features, size.out_features).to(device)
@@ -329,7 +329,7 @@ def check_fp8_layer(
     """An FP8 linear layer built from an nn.Linear vs that nn.Linear in float64, by SQNR of the
     output and of the input and weight gradients on the last of `steps` batches."""
     torch_dtype = getattr(torch, dtype)
-    linear = _reference_linear(size, torch_device, seed=5)
+    linear = _plain_linear(size, torch_device, seed=5)
     golden_layer = copy.deepcopy(linear).double()
     candidate = make_layer(copy.deepcopy(linear).to(torch_dtype))
     found, x, upstream = run_steps(candidate, size, torch_dtype, torch_device, steps, context)
@@ -354,10 +354,10 @@ def check_fp8_linear_paths(
     torch_device: torch.device,
     steps: int = 3,
 ) -> list[Comparison]:
-    """The reference recipe through torch._scaled_mm vs through its float32 emulation: both see
+    """The own recipe through torch._scaled_mm vs through its float32 emulation: both see
     the same batches, so their scales and FP8 operands agree and only the GEMMs differ."""
     torch_dtype = getattr(torch, dtype)
-    linear = _reference_linear(size, torch_device, seed=5).to(torch_dtype)
+    linear = _plain_linear(size, torch_device, seed=5).to(torch_dtype)
     fast = fp8.Fp8Linear.from_linear(copy.deepcopy(linear), formats, matmul="scaled_mm")
     emulated = fp8.Fp8Linear.from_linear(copy.deepcopy(linear), formats, matmul="emulated")
     found, _, _ = run_steps(fast, size, torch_dtype, torch_device, steps)

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 import torch
 
 from rocm_validate.correctness.compare import Comparison, compare
-from rocm_validate.correctness.optim_reference import (
+from rocm_validate.correctness.optim_definitions import (
     AdamWConfig,
+    AdamWDefinition,
     LambConfig,
-    ReferenceAdamW,
-    ReferenceLamb,
+    LambDefinition,
 )
 from rocm_validate.correctness.tolerances import tolerance_for
 from rocm_validate.platform.devices import DeviceInfo
@@ -113,7 +113,7 @@ def check_adamw(
     loop_params, loop = run_torch_optimizer(
         _adamw(config, fused=False, foreach=False), start, grads, torch_dtype, torch_device
     )
-    golden = ReferenceAdamW(start, config)
+    golden = AdamWDefinition(start, config)
     for step_grads in grads:
         golden.step(step_grads)
     return _compare_run(
@@ -133,14 +133,14 @@ def check_lamb(
     torch_device: torch.device,
     seed: int = 0,
 ) -> list[Comparison]:
-    """A fused LAMB (e.g. apex FusedLAMB) in float32 vs ReferenceLamb in float64 over STEPS steps;
+    """A fused LAMB (e.g. apex FusedLAMB) in float32 vs LambDefinition in float64 over STEPS steps;
     the same reference run in float32 on the device is the low-precision reference."""
     config = LambConfig(lr=1e-2, weight_decay=0.1)
     start = [p.float() for p in initial_params(PARAM_SHAPES, seed)]
     grads = [[g.float() for g in step] for step in gradient_stream(PARAM_SHAPES, STEPS, seed)]
     fused_params, _fused = run_torch_optimizer(lambda ps: make(ps, config), start, grads, torch.float32, torch_device)
-    plain = ReferenceLamb([p.to(torch_device) for p in start], config, dtype=torch.float32)
-    golden = ReferenceLamb(start, config)
+    plain = LambDefinition([p.to(torch_device) for p in start], config, dtype=torch.float32)
+    golden = LambDefinition(start, config)
     for step_grads in grads:
         plain.step(step_grads)
         golden.step(step_grads)

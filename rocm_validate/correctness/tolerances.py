@@ -3,7 +3,7 @@
 Every check compares a candidate (fused kernel, fast library, compiled graph) with a golden
 computed in float64 (or from exactly representable inputs), and passes when
 
-    max |candidate - golden|  <=  max(atol + rtol * max|golden|,  k * max |reference - golden|)
+    max |candidate - golden|  <=  max(atol + rtol_of_max * max|golden|,  k * max |reference - golden|)
 
 where the reference is the plain low-precision computation (same dtype, unfused eager math).
 This is the method of PyTorch's SDPA tests (`_check_equal` in test/test_transformers.py); k is
@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Any
 
 from rocm_validate.correctness.error_model import Accuracy, ErrorModel
@@ -35,8 +36,9 @@ class Tolerance:
     """How far a candidate may be from the golden.
 
     k: multiple of the low-precision reference's worst error allowed for any element (None: no
-    element bound, only finiteness, SQNR and the norm bound are checked); atol / rtol: the floor,
-    absolute and as a fraction of the golden's largest magnitude; min_sqnr_db: the smallest SQNR
+    element bound, only finiteness, SQNR and the norm bound are checked); atol / rtol_of_max: the
+    allowance, absolute and as a fraction of the golden's largest magnitude over the whole tensor
+    (max|golden|, unlike torch.testing's per-element rtol; `rtol=` is its former name); min_sqnr_db: the smallest SQNR
     against the golden, if any; k_norm: multiple of the reference's error norm allowed for the
     candidate's error norm (a wrong result spread over many elements, such as a halved gradient,
     fails it while each element may still sit under k x the reference's worst element);
@@ -50,32 +52,43 @@ class Tolerance:
 
     k: float | None
     atol: float = 0.0
-    rtol: float = 0.0
+    rtol_of_max: float = 0.0
     min_sqnr_db: float | None = None
     source: str = ""
     k_norm: float | None = None
     model: ErrorModel | None = None
     accuracy: Accuracy | None = None
+    rtol: InitVar[float | None] = None  # the former name of rtol_of_max: still read, with a warning
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, former_rtol: float | None) -> None:
+        if former_rtol is not None:
+            warnings.warn(
+                "Tolerance(rtol=...) is now Tolerance(rtol_of_max=...): a fraction of max|golden| over the whole "
+                "tensor, not torch.testing's per-element rtol",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "rtol_of_max", former_rtol)
         bounds = (self.k, self.min_sqnr_db, self.k_norm, self.model, self.accuracy)
         if all(bound is None for bound in bounds):
             raise ValueError(
                 "a tolerance needs an error bound (k, k_norm, a model or an accuracy) or a minimum SQNR, found none"
             )
-        for name in ("k", "atol", "rtol", "k_norm"):
+        for name in ("k", "atol", "rtol_of_max", "k_norm"):
             value = getattr(self, name)
             if value is not None and (not math.isfinite(value) or value < 0):
                 raise ValueError(f"tolerance {name} must be a finite number >= 0, found {value!r}")
 
     @property
     def exact(self) -> bool:
-        return self.k == 0 and self.atol == 0 and self.rtol == 0
+        return self.k == 0 and self.atol == 0 and self.rtol_of_max == 0
 
     def describe(self) -> str:
         parts = []
         if self.k is not None:
-            parts.append("exact" if self.exact else f"k={self.k:g}, atol={self.atol:g}, rtol={self.rtol:g}")
+            parts.append(
+                "exact" if self.exact else f"k={self.k:g}, atol={self.atol:g}, rtol_of_max={self.rtol_of_max:g}"
+            )
         if self.k_norm is not None:
             parts.append(f"error norm <= {self.k_norm:g} x the reference's")
         if self.min_sqnr_db is not None:
@@ -159,7 +172,7 @@ _FP8_LINEAR_OUT = (
 )
 _FP8_LINEAR_GRAD = (
     "E5M2 gradients vs float64: healthy 24.5 dB on the CPU (torch 2.13), 24.6 on the H100; one 128x128 tile "
-    "of grad_weight zeroed gives 21.3 dB, a 0.92 scale 21.2 (torchao's 17 dB floor passes both)"
+    "of grad_weight zeroed gives 21.3 dB, a 0.92 scale 21.2 (torchao's 17 dB minimum passes both)"
 )
 _GEMM_FP32 = "reference = golden correctly rounded; x86 MKL measured up to 22x over 46 shapes (K <= 14336); TF32 ~8000x"
 _OPTIM = "PyTorch test_optim fused/foreach vs for-loop; apex allows 1e-3 abs vs torch Adam"
@@ -169,7 +182,7 @@ _GEMM_FP32_GPU = (
 )
 _OPTIM_STATE_GPU = (
     _OPTIM + "; the CUDA fused kernel computes 1 - beta2 from beta2 rounded to float32 (0.999f), a 1.3e-5 "
-    "relative offset of exp_avg_sq measured on the H100 (torch 2.11): rtol 3e-5 admits it, a wrong step does not"
+    "relative offset of exp_avg_sq measured on the H100 (torch 2.11): rtol_of_max 3e-5 admits it, a wrong step does not"
 )
 _INDUCTOR = "Inductor check_model: compiled vs eager on upcast inputs; fusion may reorder reductions"
 _AUTOCAST = "bf16 autocast: the layer with fused attention vs the same layer with math attention"
@@ -218,7 +231,7 @@ _RECIPE_LOSS = (
 
 # Every SDPA row, on every platform: an output or gradient that is all zero (0 dB), halved (6.0 dB)
 # or of the wrong sign (-6.0 dB) fails, whatever its element factor k allows. On the suite's
-# standard normal inputs healthy fp32 attention sits above 85 dB (CPU) and bf16 far above this floor.
+# standard normal inputs healthy fp32 attention sits above 85 dB (CPU) and bf16 far above this minimum.
 SDPA_MIN_SQNR_DB = 20.0
 # --- error models: how far from float64 correct arithmetic in each precision can land -----------
 # (rocm_validate.correctness.error_model; u is the unit roundoff of the result's precision, u_acc
@@ -237,7 +250,7 @@ SDPA_GPU = ErrorModel(
 )
 SDPA_FP16_GRAD_V = dataclasses.replace(
     SDPA_GPU,
-    lean_floor=5e-3,
+    min_lean=5e-3,
     source=SDPA_GPU.source + "; fp16 grad_v of x8 inputs leans -0.216% beyond the math reference in flash, "
     "mem_efficient and cudnn alike (the fused kernels flush the probabilities fp16 keeps as subnormals)",
 )
@@ -271,7 +284,7 @@ SCALED_MM = ErrorModel(
     rounding=1,
     accumulation=512,
     growth="sqrt",
-    lean_floor=1e-4,
+    min_lean=1e-4,
     source="Hopper's FP8 tensor cores accumulate with about 14 mantissa bits (DeepSeek-V3 technical report, "
     f"3.3.2), 2^10 float32 ulps; the {_H100} needed 150, and its float32 outputs lean -4e-5",
 )
@@ -300,7 +313,7 @@ OPTIMIZER = ErrorModel(
 OPTIMIZER_STATE_GPU = dataclasses.replace(
     OPTIMIZER,
     scale=512,
-    lean_floor=3e-5,
+    min_lean=3e-5,
     source=OPTIMIZER.source + "; the CUDA fused kernel's 1 - beta2 from a float32 beta2 offsets exp_avg_sq by "
     "1.3e-5 relative (H100)",
 )
@@ -705,7 +718,7 @@ def with_accuracy(rules: Iterable[Rule]) -> tuple[Rule, ...]:
 
 
 def _t(k: float | None, atol: float = 1e-5, source: str = "", **more: Any) -> Tolerance:
-    """A row's tolerance; atol defaults to PyTorch _check_equal's floor (float32's default atol)."""
+    """A row's tolerance; atol defaults to PyTorch _check_equal's (float32's default atol)."""
     return Tolerance(k=k, atol=atol, source=source, **more)
 
 
@@ -933,12 +946,14 @@ RULES: tuple[Rule, ...] = with_accuracy(
         Rule("fp8.cast", EXACT),
         Rule("scaled_mm.exact", EXACT),
         Rule("scaled_mm.emulation.bfloat16", _t(4, atol=0.0, source=_PT_SCALED_MM, model=SCALED_MM)),
-        Rule("scaled_mm.emulation.float32", _t(4, atol=0.0, source=_PT_SCALED_MM_FP32, rtol=1e-3, model=SCALED_MM)),
+        Rule(
+            "scaled_mm.emulation.float32", _t(4, atol=0.0, source=_PT_SCALED_MM_FP32, rtol_of_max=1e-3, model=SCALED_MM)
+        ),
         Rule("scaled_mm.quantization", _t(None, atol=0.0, min_sqnr_db=25.0, source=_TORCHAO, model=FP8_LEAN)),
         Rule("fp8_linear.out", _t(None, atol=0.0, min_sqnr_db=26.5, source=_FP8_LINEAR_OUT, model=FP8_LEAN)),
         Rule("fp8_linear.grad_input", _t(None, atol=0.0, min_sqnr_db=22.5, source=_FP8_LINEAR_GRAD, model=FP8_LEAN)),
         Rule("fp8_linear.grad_weight", _t(None, atol=0.0, min_sqnr_db=22.5, source=_FP8_LINEAR_GRAD, model=FP8_LEAN)),
-        Rule("fp8_linear.paths", _t(0, atol=0.0, source=_FP8_PATHS, rtol=1e-2)),
+        Rule("fp8_linear.paths", _t(0, atol=0.0, source=_FP8_PATHS, rtol_of_max=1e-2)),
         # --- fused GEMM epilogues vs the float64 chain with the activation each path claims; reference = unfused eager ---
         Rule("epilogue.out", _t(8, atol=0.0, source=_EPILOGUE, model=EPILOGUE, k_norm=4)),
         *(
@@ -956,7 +971,7 @@ RULES: tuple[Rule, ...] = with_accuracy(
         Rule("adamw.state", _t(4, atol=1e-7, source=_OPTIM, k_norm=4, model=OPTIMIZER)),
         Rule(
             "adamw.state",
-            _t(4, atol=1e-7, rtol=3e-5, source=_OPTIM_STATE_GPU, k_norm=4, model=OPTIMIZER_STATE_GPU),
+            _t(4, atol=1e-7, rtol_of_max=3e-5, source=_OPTIM_STATE_GPU, k_norm=4, model=OPTIMIZER_STATE_GPU),
             backend="cuda",
         ),
         Rule("lamb.param", _t(4, atol=1e-6, source=_APEX_LAMB, k_norm=4, model=OPTIMIZER)),
@@ -987,7 +1002,7 @@ RULES: tuple[Rule, ...] = with_accuracy(
         # --- CUDA / HIP graph replay vs eager and vs other replays ---
         Rule("graph.replay", Tolerance(k=0, source=_GRAPHS)),
         # --- FP8 training recipes (torchao, Transformer Engine, the project's) on Llama-3.1-8B blocks, vs float64;
-        # a row narrowed by library=<recipe name> (e.g. "torchao-rowwise") sets one recipe's floor ---
+        # a row narrowed by library=<recipe name> (e.g. "torchao-rowwise") sets one recipe's minimums ---
         *(
             Rule(f"fp8_recipe.{block}.{part}", tolerance)
             for block in ("ffn", "decoder")
@@ -1005,7 +1020,7 @@ RULES: tuple[Rule, ...] = with_accuracy(
                     ),
                 ),
                 ("tile", _t(None, atol=0.0, min_sqnr_db=12.0, source=_RECIPE_TILE)),
-                ("loss", _t(0, atol=0.0, rtol=0.02, source=_RECIPE_LOSS)),
+                ("loss", _t(0, atol=0.0, rtol_of_max=0.02, source=_RECIPE_LOSS)),
             )
         ),
     )

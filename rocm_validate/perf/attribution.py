@@ -86,13 +86,13 @@ WindowClocks = tuple  # (mean MHz over this window, mean MHz over the baseline's
 
 
 def _clock(
-    telemetry: Mapping[str, Any], reference_clock: float | None, loss: float, window: WindowClocks | None = None
+    telemetry: Mapping[str, Any], baseline_clock: float | None, loss: float, window: WindowClocks | None = None
 ) -> tuple[str, bool]:
     """'clock 1410 MHz now vs 1755 MHz at baseline (-19.7%), limits active: hw-thermal' and
     whether clocks or limits explain a loss of `loss` (a fraction). The windows' mean clocks
     (rocm_validate.platform.clocks) are used when both are known, else the readings after."""
     after = telemetry.get("after") or {}
-    now, then, kind = after.get("clock_mhz"), reference_clock, "clock"
+    now, then, kind = after.get("clock_mhz"), baseline_clock, "clock"
     slowdowns = list(after.get("slowdowns") or [])
     if window is not None and window[0] and window[1]:
         now, then, kind = window[0], window[1], "mean clock"
@@ -122,7 +122,7 @@ def contention(name: str, telemetry: Mapping[str, Any]) -> str:
 def attribute(
     name: str,
     telemetry: Mapping[str, Any],
-    reference_clock: float | None,
+    baseline_clock: float | None,
     loss: float,
     window: WindowClocks | None = None,
     per_clock: bool = False,
@@ -131,7 +131,7 @@ def attribute(
     and a note ('; ...') with the evidence and what to do. A loss judged per clock cycle
     (`per_clock`) is what is left after the clock is divided out, so the clock cannot explain it."""
     neighbours, unknown = gpu_neighbours(telemetry)
-    clock_note, clocks_explain = _clock(telemetry, reference_clock, loss, window)
+    clock_note, clocks_explain = _clock(telemetry, baseline_clock, loss, window)
     if per_clock:
         clocks_explain = clocks_explain and bool(set((window or (None, None, ()))[2]) & THERMAL_OR_HARDWARE)
     host_note, _ = _host_note(telemetry.get("host") or {})

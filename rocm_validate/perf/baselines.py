@@ -212,7 +212,7 @@ def decide_update(
             "refuse",
             Verdict.NOISY,
             f"not recorded: this run's round-to-round noise {own:.2%} exceeds {threshold.noise_limit():.2%} "
-            f"(cap {threshold.cap:.1%} / k {threshold.k:g}), so a baseline from it could not gate within the cap; "
+            f"(cap {threshold.cap:.1%} / noise_multiple {threshold.noise_multiple:g}), so a baseline from it could not gate within the cap; "
             "rerun on an idle device",
         )
     first = replace(new, runs=(new.run(),))

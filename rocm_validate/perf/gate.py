@@ -1,8 +1,8 @@
 """The gate: is a measurement worse than its baseline by more than noise can explain?
 
-A metric may move by `allowed = min(cap, max(floor, k x combined noise))`, where the combined
+A metric may move by `allowed = min(cap, max(min_band, noise_multiple x combined noise))`, where the combined
 noise is the root-sum-square of the baseline's and this run's relative round-to-round noise.
-The floor covers run-to-run drift that one run cannot see in itself (clocks, power, placement);
+The min_band covers run-to-run drift that one run cannot see in itself (clocks, power, placement);
 the cap keeps the gate able to catch a real regression however noisy a run was: every gated
 metric's band stays below 10%. Thresholds are small objects whose `fails()` returns a message,
 as pytest-benchmark's are. Which threshold a metric gets is a visible table, overridable per
@@ -18,7 +18,7 @@ power"):
   baseline sat at the power or thermal cap is judged per clock cycle (throughput / mean clock
   over the window), so a clock excursion is not taken for a regression and a slower kernel still
   shows. With the clock measured on both sides the clock part of run-to-run drift is seen, so
-  the smaller `clock_floor` applies.
+  the smaller `clock_min_band` applies.
 
 Every judgement states the smallest slowdown it catches 95% of the time (`detectable`); a
 host-side metric (`detect_limit`) that cannot catch a 10% change here is shown, not gated.
@@ -41,52 +41,60 @@ from rocm_validate.results.sizes import parse_size
 
 # The forms of a `rocm_perf_thresholds` line (the ini key the perf plugin declares).
 THRESHOLD_FORMS = (
-    "PATTERN [floor=FRACTION] [k=NUMBER] [cap=FRACTION] [clock_floor=FRACTION] [per_clock=yes|no] "
+    "PATTERN [min_band=FRACTION] [noise_multiple=NUMBER] [cap=FRACTION] [clock_min_band=FRACTION] [per_clock=yes|no] "
     "[detect=FRACTION|none] [backend=rocm|cuda|cpu] [info=REASON]"
 )
+# The keys these settings had before one word meant one thing (docs/extending.md, "Words"):
+# still read, so an ini file written for them keeps working.
+FORMER_KEYS = {"floor": "min_band", "k": "noise_multiple", "clock_floor": "clock_min_band"}
+SETTINGS = ("min_band", "noise_multiple", "cap", "clock_min_band", "per_clock", "detect", "backend", "info")
 
 
 @dataclass(frozen=True)
 class Threshold:
-    """How far a metric may move: max(floor, k x noise), at most cap (fractions of the baseline)."""
+    """How far a metric may move: max(min_band, noise_multiple x noise), at most cap (fractions of the baseline)."""
 
-    floor: float = 0.03
-    k: float = 3.0
+    min_band: float = 0.03
+    noise_multiple: float = 3.0
     cap: float = 0.08
     informational: str = ""  # when set, the reason this metric is shown but never fails
     per_clock: bool = False  # compute-bound: judged per clock cycle when the device sat at its power cap
     clock_bound: bool = True  # per clock in both directions; False: only a clock lower than at baseline is discounted
-    clock_floor: float | None = None  # the floor when both windows' clocks were measured (default: floor)
+    clock_min_band: float | None = None  # the min_band when both windows' clocks were measured (default: min_band)
     detect_limit: float | None = None  # host-side: informational when it cannot catch a change this large
     peers: bool = True  # compared across the GPUs of a node (False: differences there are the host's, not the GPU's)
 
     def __post_init__(self) -> None:
-        if not (0 <= self.floor <= self.cap < 1):
-            raise ValueError(f"thresholds need 0 <= floor <= cap < 1, found floor={self.floor:g} cap={self.cap:g}")
-        if not (self.k > 0 and math.isfinite(self.k)):
-            raise ValueError(f"k must be a positive number, found {self.k:g}")
-        if self.clock_floor is not None and not (0 <= self.clock_floor <= self.floor):
+        if not (0 <= self.min_band <= self.cap < 1):
             raise ValueError(
-                f"thresholds need 0 <= clock_floor <= floor, found clock_floor={self.clock_floor:g} floor={self.floor:g}"
+                f"thresholds need 0 <= min_band <= cap < 1, found min_band={self.min_band:g} cap={self.cap:g}"
+            )
+        if not (self.noise_multiple > 0 and math.isfinite(self.noise_multiple)):
+            raise ValueError(f"noise_multiple must be a positive number, found {self.noise_multiple:g}")
+        if self.clock_min_band is not None and not (0 <= self.clock_min_band <= self.min_band):
+            raise ValueError(
+                "thresholds need 0 <= clock_min_band <= min_band, "
+                f"found clock_min_band={self.clock_min_band:g} min_band={self.min_band:g}"
             )
         if self.detect_limit is not None and not (0 < self.detect_limit < 1):
             raise ValueError(f"detect must be a fraction between 0 and 1 (or none), found {self.detect_limit:g}")
 
-    def floor_for(self, clocks_known: bool) -> float:
-        return self.clock_floor if clocks_known and self.clock_floor is not None else self.floor
+    def min_band_for(self, clocks_known: bool) -> float:
+        return self.clock_min_band if clocks_known and self.clock_min_band is not None else self.min_band
 
     def allowed(self, noise: float, clocks_known: bool = False) -> float:
-        return min(self.cap, max(self.floor_for(clocks_known), self.k * noise))
+        return min(self.cap, max(self.min_band_for(clocks_known), self.noise_multiple * noise))
 
     def noise_limit(self) -> float:
-        """The largest own-run noise whose k-fold still fits under the cap."""
-        return self.cap / self.k
+        """The largest own-run noise whose noise_multiple-fold still fits under the cap."""
+        return self.cap / self.noise_multiple
 
     def describe(self, noise: float, clocks_known: bool = False) -> str:
-        """'5.0% = max(floor 4.0%, 3 x noise 1.7%)' (and 'capped at 8.0%' when the cap bites)."""
-        floor = self.floor_for(clocks_known)
-        text = f"{self.allowed(noise, clocks_known):.1%} = max(floor {floor:.1%}, {self.k:g} x noise {noise:.2%})"
-        return text + (f", capped at {self.cap:.1%}" if self.k * noise > self.cap else "")
+        """'5.0% = max(min band 4.0%, 3 x noise 1.7%)' (and 'capped at 8.0%' when the cap bites)."""
+        band = self.min_band_for(clocks_known)
+        allowed = self.allowed(noise, clocks_known)
+        text = f"{allowed:.1%} = max(min band {band:.1%}, {self.noise_multiple:g} x noise {noise:.2%})"
+        return text + (f", capped at {self.cap:.1%}" if self.noise_multiple * noise > self.cap else "")
 
 
 def message_bytes(name: str) -> int | None:
@@ -115,7 +123,7 @@ class ThresholdRule:
         return (self.backend is None or self.backend == backend) and fnmatch.fnmatchcase(name, self.pattern)
 
 
-# First match wins. Floors come from run-to-run spreads measured on an H100 (see docs/perf.md):
+# First match wins. Min bands come from run-to-run spreads measured on an H100 (see docs/perf.md):
 # copy 0.06%, SDPA 1%, mid-size GEMMs 2-8%; the 8192^3 GEMM needs a settled clock to stay inside.
 HOST_DETECT_LIMIT = 0.10  # a host-side metric that cannot catch a 10% change is shown, not gated
 # Collectives below this size are paced by launch latency and the library's protocol choice, not
@@ -124,34 +132,39 @@ HOST_DETECT_LIMIT = 0.10  # a host-side metric that cannot catch a 10% change is
 # 256 MiB up, by at most 2.5% (docs/perf.md). They are shown, and the large sizes gate the interconnect.
 LATENCY_BOUND_BELOW_BYTES = 256 * 1024**2
 LATENCY_BOUND = "latency-bound message size: moves by up to 54% between runs; the sizes from 256 MiB gate the link"
-_GEMM: dict[str, Any] = dict(per_clock=True, clock_floor=0.025)
+_GEMM: dict[str, Any] = dict(per_clock=True, clock_min_band=0.025)
 
 DEFAULT_RULES: tuple[ThresholdRule, ...] = (
     ThresholdRule(
         "*.compile_seconds", Threshold(informational="compile time depends on the Inductor cache and host load")
     ),
-    ThresholdRule("*", Threshold(floor=0.25, k=3.0, cap=0.6), backend="cpu"),
+    ThresholdRule("*", Threshold(min_band=0.25, noise_multiple=3.0, cap=0.6), backend="cpu"),
     ThresholdRule("collective.*", Threshold(informational=LATENCY_BOUND), below_bytes=LATENCY_BOUND_BELOW_BYTES),
-    ThresholdRule("collective.*", Threshold(floor=0.05, k=3.0, cap=0.08)),
+    ThresholdRule("collective.*", Threshold(min_band=0.05, noise_multiple=3.0, cap=0.08)),
     # Launch latencies are host timings: between the two workers of one 2 x H200 VM they differed
     # by 35% with the CPU cores each ran on, so they are not compared across GPUs.
-    ThresholdRule("launch.*", Threshold(floor=0.10, k=3.0, cap=0.30, detect_limit=HOST_DETECT_LIMIT, peers=False)),
-    ThresholdRule("*.peak_memory", Threshold(floor=0.02, k=3.0, cap=0.05)),
-    ThresholdRule("gemm.*.8192x8192x8192", Threshold(floor=0.05, k=3.0, cap=0.08, **_GEMM)),
-    ThresholdRule("gemm.*", Threshold(floor=0.04, k=3.0, cap=0.08, **_GEMM)),
+    ThresholdRule(
+        "launch.*", Threshold(min_band=0.10, noise_multiple=3.0, cap=0.30, detect_limit=HOST_DETECT_LIMIT, peers=False)
+    ),
+    ThresholdRule("*.peak_memory", Threshold(min_band=0.02, noise_multiple=3.0, cap=0.05)),
+    ThresholdRule("gemm.*.8192x8192x8192", Threshold(min_band=0.05, noise_multiple=3.0, cap=0.08, **_GEMM)),
+    ThresholdRule("gemm.*", Threshold(min_band=0.04, noise_multiple=3.0, cap=0.08, **_GEMM)),
     # Pinned host transfers share the host's PCIe and memory with other tenants: they moved about
     # 8% between runs on one shared VM, and a fresh H100 VM read 0.87 of the committed baseline
     # with its own rounds within 1.4% (docs/perf.md). A band that covers that cannot catch a 10%
     # loss, so they are shown, not gated, unless the ini gates them ('copy.*.pinned.* detect=none').
-    ThresholdRule("copy.*.pinned.*", Threshold(floor=0.15, k=3.0, cap=0.2, detect_limit=HOST_DETECT_LIMIT)),
-    ThresholdRule("copy.*", Threshold(floor=0.02, k=3.0, cap=0.08)),
-    # Peer-to-peer copies between two GPUs: the default band, stated so the family is known here.
-    ThresholdRule("p2p.*", Threshold(floor=0.03, k=3.0, cap=0.08)),
-    ThresholdRule("sdpa.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True)),
     ThresholdRule(
-        "train.*", Threshold(floor=0.03, k=3.0, cap=0.08, per_clock=True, clock_floor=0.02, clock_bound=False)
+        "copy.*.pinned.*", Threshold(min_band=0.15, noise_multiple=3.0, cap=0.2, detect_limit=HOST_DETECT_LIMIT)
     ),
-    ThresholdRule("*", Threshold(floor=0.03, k=3.0, cap=0.08)),
+    ThresholdRule("copy.*", Threshold(min_band=0.02, noise_multiple=3.0, cap=0.08)),
+    # Peer-to-peer copies between two GPUs: the default band, stated so the family is known here.
+    ThresholdRule("p2p.*", Threshold(min_band=0.03, noise_multiple=3.0, cap=0.08)),
+    ThresholdRule("sdpa.*", Threshold(min_band=0.03, noise_multiple=3.0, cap=0.08, per_clock=True)),
+    ThresholdRule(
+        "train.*",
+        Threshold(min_band=0.03, noise_multiple=3.0, cap=0.08, per_clock=True, clock_min_band=0.02, clock_bound=False),
+    ),
+    ThresholdRule("*", Threshold(min_band=0.03, noise_multiple=3.0, cap=0.08)),
 )
 
 
@@ -164,28 +177,29 @@ def metric_families(rules: Iterable[ThresholdRule] = DEFAULT_RULES) -> tuple[str
 
 
 def parse_rule(line: str, base: Iterable[ThresholdRule] = DEFAULT_RULES) -> ThresholdRule:
-    """'gemm.bf16.* floor=0.05 cap=0.08' -> a rule; unnamed fields come from the rule `base`
+    """'gemm.bf16.* min_band=0.05 cap=0.08' -> a rule; unnamed fields come from the rule `base`
     would otherwise give the pattern. Raises ValueError naming the bad part."""
     words = shlex.split(line)
     if not words or "=" in words[0]:
         raise ValueError(f"expected a metric pattern first; accepted: {THRESHOLD_FORMS}")
-    pattern, settings = words[0], {}
+    pattern, settings, written = words[0], {}, {}
     for word in words[1:]:
-        key, sep, value = word.partition("=")
-        if not sep or key not in ("floor", "k", "cap", "clock_floor", "per_clock", "detect", "backend", "info"):
+        given, sep, value = word.partition("=")
+        key = FORMER_KEYS.get(given, given)
+        if not sep or key not in SETTINGS:
             raise ValueError(f"{word!r} is not a setting; accepted: {THRESHOLD_FORMS}")
-        settings[key] = value
+        settings[key], written[key] = value, given
     backend = settings.pop("backend", None)
     if backend is not None and backend not in ("rocm", "cuda", "cpu"):
         raise ValueError(f"backend={backend!r}: expected rocm, cuda or cpu")
     inherited = threshold_for(pattern, backend or "rocm", base)
     changes: dict[str, Any] = {}
-    for key in ("floor", "k", "cap", "clock_floor"):
+    for key in ("min_band", "noise_multiple", "cap", "clock_min_band"):
         if key in settings:
             try:
                 changes[key] = float(settings[key])
             except ValueError:
-                raise ValueError(f"{key}={settings[key]!r}: expected a number such as 0.05") from None
+                raise ValueError(f"{written[key]}={settings[key]!r}: expected a number such as 0.05") from None
     if "per_clock" in settings:
         if settings["per_clock"] not in ("yes", "no"):
             raise ValueError(f"per_clock={settings['per_clock']!r}: expected yes or no")
@@ -195,8 +209,8 @@ def parse_rule(line: str, base: Iterable[ThresholdRule] = DEFAULT_RULES) -> Thre
             changes["detect_limit"] = None if settings["detect"] == "none" else float(settings["detect"])
         except ValueError:
             raise ValueError(f"detect={settings['detect']!r}: expected a fraction such as 0.10, or none") from None
-    if "floor" in changes and "clock_floor" not in changes:
-        changes["clock_floor"] = None  # the user's floor holds whether or not clocks were measured
+    if "min_band" in changes and "clock_min_band" not in changes:
+        changes["clock_min_band"] = None  # the user's min_band holds whether or not clocks were measured
     if "info" in settings:
         changes["informational"] = settings["info"] or "marked informational in rocm_perf_thresholds"
     return ThresholdRule(pattern, replace(inherited, **changes), backend)
@@ -258,7 +272,7 @@ class RunPoint:
 
 
 @dataclass(frozen=True)
-class Reference:
+class Baseline:
     """What a metric is compared with: a stored baseline's value, spread and recording clocks."""
 
     value: float
@@ -271,7 +285,7 @@ class Reference:
     per_clock_dispersion: float | None = None
     runs: tuple[RunPoint, ...] = ()
 
-    def scaled(self, factor: float) -> Reference:
+    def scaled(self, factor: float) -> Baseline:
         """The same baseline with every figure multiplied by `factor` (acceptance runs)."""
         return replace(
             self, value=self.value * factor, runs=tuple(replace(r, value=r.value * factor) for r in self.runs)
@@ -350,37 +364,37 @@ class _Basis:
     note: str = ""
 
 
-def _bases(metric: Metric, reference: Reference, threshold: Threshold) -> list[_Basis]:
+def _bases(metric: Metric, baseline: Baseline, threshold: Threshold) -> list[_Basis]:
     """What the metric may be compared on: its figure always; for a per-clock metric whose window
     or baseline sat at the power cap, with clocks known on both sides, also per clock cycle; for a
     metric that is not wholly `clock_bound` (a training step, partly bound by memory and launches),
     only when the clock is not higher now than at baseline: such a step does not speed up in step
     with a clock that rose, so dividing by it would read as a regression (the H100's eager Llama
     steps: throughput 1.012, per clock 0.979, with the clock 3.5% higher than at baseline). The
-    smaller clock floor applies where the clock part of run-to-run drift is seen: per clock, with
+    smaller clock_min_band applies where the clock part of run-to-run drift is seen: per clock, with
     both clocks known and no cap, or with the spread of three or more folded runs."""
     window = _window_clock(metric)
-    now_mhz, then_mhz = window.get("mean_mhz"), reference.window_clock_mhz
+    now_mhz, then_mhz = window.get("mean_mhz"), baseline.window_clock_mhz
     clocks_known = bool(now_mhz and then_mhz) and threshold.per_clock
-    capped = max(window.get("capped_share") or 0.0, reference.capped_share or 0.0) >= CAPPED_SHARE
-    spread_known = reference.run_spread(per_clock=False) is not None
+    capped = max(window.get("capped_share") or 0.0, baseline.capped_share or 0.0) >= CAPPED_SHARE
+    spread_known = baseline.run_spread(per_clock=False) is not None
     bases = [
         _Basis(
             "throughput",
             metric.value,
-            reference.value,
+            baseline.value,
             metric.dispersion,
-            reference.dispersion,
+            baseline.dispersion,
             clocks_known and (not capped or spread_known),
         )
     ]
-    reference_per_clock = reference.per_clock()
+    baseline_per_clock = baseline.per_clock()
     if (
         clocks_known
         and now_mhz is not None
         and then_mhz is not None
         and capped
-        and reference_per_clock
+        and baseline_per_clock
         and metric.better == "higher"
         and (threshold.clock_bound or now_mhz <= then_mhz)
     ):
@@ -388,23 +402,23 @@ def _bases(metric: Metric, reference: Reference, threshold: Threshold) -> list[_
             _Basis(
                 "per-clock",
                 metric.value / now_mhz,
-                reference_per_clock,
+                baseline_per_clock,
                 window.get("per_clock_dispersion"),
-                reference.per_clock_dispersion,
+                baseline.per_clock_dispersion,
                 True,
                 f"judged per clock cycle (the device sat at its power or thermal cap): mean clock {now_mhz:.0f} MHz now "
-                f"vs {then_mhz:.0f} MHz at baseline, throughput ratio {metric.value / reference.value:.3f}",
+                f"vs {then_mhz:.0f} MHz at baseline, throughput ratio {metric.value / baseline.value:.3f}",
             )
         )
     return bases
 
 
-def _noise(basis: _Basis, reference: Reference) -> float:
+def _noise(basis: _Basis, baseline: Baseline) -> float:
     """The relative noise of the comparison. With folded runs: the between-run spread (a new run
     deviates from the stack's mean at least as much as the runs did, plus the error of their
     median); else the root-sum-square of both windows' own noise."""
     own = relative_noise(basis.own_dispersion)
-    spread = reference.run_spread(basis.name == "per-clock")
+    spread = baseline.run_spread(basis.name == "per-clock")
     if spread is not None:
         between, runs = spread
         return combined_noise(between * math.sqrt(math.pi / (2 * runs)), max(between, own))
@@ -429,7 +443,7 @@ def _too_blunt(threshold: Threshold, detectable: float) -> str:
 
 def judge(
     metric: Metric,
-    reference: Reference | None,
+    baseline: Baseline | None,
     threshold: Threshold,
     device_key: str,
     update_command: str,
@@ -440,7 +454,7 @@ def judge(
     and `update_command`, the command that re-records it (not after contention or throttling: such
     a run must not become the baseline). The metric's name is not repeated: every place that shows
     a message puts the name before it."""
-    if reference is None:
+    if baseline is None:
         own = relative_noise(metric.dispersion)
         detectable = detectable_change(threshold.allowed(own), own * math.sqrt(2))
         if threshold.informational:
@@ -450,10 +464,10 @@ def judge(
         return Judgement(
             Verdict.NO_BASELINE, f"no baseline on {device_key}; run {update_command}", detectable=detectable
         )
-    if (reference.unit, reference.better) != (metric.unit, metric.better):
+    if (baseline.unit, baseline.better) != (metric.unit, metric.better):
         return Judgement(
             Verdict.MISMATCH,
-            f"the baseline is in {reference.unit} ({reference.better} is better) but this run "
+            f"the baseline is in {baseline.unit} ({baseline.better} is better) but this run "
             f"measures {metric.unit} ({metric.better} is better); re-record it with {update_command}",
             category="configuration",
             fix=f"re-record the baselines whose unit or direction changed with {update_command}",
@@ -461,9 +475,9 @@ def judge(
     # The basis with the narrower band, decided before the ratio is looked at: per clock cycle for
     # a kernel the clock paces, throughput for a step bound by launches or memory.
     judged = []
-    for index, candidate in enumerate(_bases(metric, reference, threshold)):
-        candidate_noise = _noise(candidate, reference)
-        judged.append((threshold.allowed(candidate_noise, candidate.clocks_known), -index, candidate_noise, candidate))
+    for index, option in enumerate(_bases(metric, baseline, threshold)):
+        option_noise = _noise(option, baseline)
+        judged.append((threshold.allowed(option_noise, option.clocks_known), -index, option_noise, option))
     allowed, _, noise, basis = min(judged, key=lambda item: item[:2])
     if len(judged) > 1 and basis.name == "throughput":
         per_clock_band = judged[1][0]
@@ -480,7 +494,7 @@ def judge(
     change = abs(ratio - 1)
     compared = "; " + basis.note if basis.note else ""
     summary = (
-        f"{format_number(metric.value)} {metric.unit} vs baseline {format_number(reference.value)} "
+        f"{format_number(metric.value)} {metric.unit} vs baseline {format_number(baseline.value)} "
         f"(ratio {ratio:.3f}, allowed {threshold.describe(noise, basis.clocks_known)}{compared}; "
         f"catches a {detectable:.1%} change)"
     )
@@ -491,7 +505,7 @@ def judge(
         noise=noise,
         basis=basis.name,
         detectable=detectable,
-        throughput_ratio=metric.value / reference.value if basis.name != "throughput" else None,
+        throughput_ratio=metric.value / baseline.value if basis.name != "throughput" else None,
     )
     blunt = _too_blunt(threshold, detectable)
     if threshold.informational or blunt:
@@ -504,9 +518,9 @@ def judge(
         cause = attribute(
             metric.name,
             metric.extra.get("telemetry") or {},
-            reference.clock_mhz,
+            baseline.clock_mhz,
             change,
-            window=(window.get("mean_mhz"), reference.window_clock_mhz, tuple(window.get("reasons") or ())),
+            window=(window.get("mean_mhz"), baseline.window_clock_mhz, tuple(window.get("reasons") or ())),
             per_clock=basis.name == "per-clock",
         )
         update = f". If this is expected, re-record with {update_command}" if cause.category == "performance" else ""
@@ -562,7 +576,7 @@ def noisy_run_note(metric: Metric, threshold: Threshold, dispersion: float | Non
         return ""
     return (
         f"this run was noisy: round-to-round noise {own:.2%} exceeds {threshold.noise_limit():.2%} "
-        f"(cap {threshold.cap:.1%} / k {threshold.k:g}); check for other work on the device"
+        f"(cap {threshold.cap:.1%} / noise_multiple {threshold.noise_multiple:g}); check for other work on the device"
     )
 
 
@@ -573,11 +587,11 @@ def gated_dispersion(metric: Metric, basis: str) -> float | None:
     return metric.dispersion
 
 
-def reference_from_entry(entry: Mapping[str, Any]) -> Reference:
-    """A baseline file entry -> the Reference the gate compares with."""
+def baseline_from_entry(entry: Mapping[str, Any]) -> Baseline:
+    """A baseline file entry -> the Baseline the gate compares with."""
     provenance = entry.get("provenance") or {}
     clock = entry.get("clock") or {}
-    return Reference(
+    return Baseline(
         value=float(entry["value"]),
         unit=str(entry["unit"]),
         better=str(entry["better"]),

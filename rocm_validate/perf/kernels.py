@@ -56,7 +56,7 @@ def check_gemm_tile(product: Any, a: Any, b: Any, dtype: str) -> None:
     import torch
 
     tile = product[:64, :64].double()
-    reference = a[:64].float().double() @ b[:, :64].float().double()
-    error = (torch.linalg.vector_norm(tile - reference) / torch.linalg.vector_norm(reference)).item()
+    golden = a[:64].float().double() @ b[:, :64].float().double()
+    error = (torch.linalg.vector_norm(tile - golden) / torch.linalg.vector_norm(golden)).item()
     allowed = TILE_TOLERANCE[dtype]
     assert error <= allowed, f"GEMM output tile is off by {error:.2e} (norm-wise relative), allowed {allowed:.0e}"

@@ -188,12 +188,12 @@ class PerfContext:
     def threshold(self, name: str) -> gate.Threshold:
         return gate.threshold_for(name, self.device.backend, self.perf.rules)
 
-    def reference(self, name: str) -> gate.Reference | None:
+    def baseline(self, name: str) -> gate.Baseline | None:
         try:
             entry = self.store.entry(name)
         except BaselineError as exc:
             pytest.fail(str(exc), pytrace=False)
-        return None if entry is None else gate.reference_from_entry(entry)
+        return None if entry is None else gate.baseline_from_entry(entry)
 
     def commit(self) -> str:
         """The project's git commit (with '-dirty'), from pytest-benchmark's own collector."""
@@ -342,14 +342,16 @@ class PerfRecorder:
             raise ValueError(f"{name}: unknown latency unit {unit!r}; known: {', '.join(LATENCY_UNITS)}")
         return self._timed(name, measured, measured.timing.summary.mean * LATENCY_UNITS[unit], unit, "lower", None)
 
-    def speedup(self, name: str, candidate: Measurement, reference: Measurement) -> Metric:
-        """Record how many times faster `candidate` ran than `reference`, measured interleaved:
-        the ratio of total times, with the spread of round-by-round ratios as its noise."""
-        ratios = paired_ratios(reference.timing.summary.seconds, candidate.timing.summary.seconds)
+    def speedup(self, name: str, candidate: Measurement, default: Measurement) -> Metric:
+        """Record how many times faster `candidate` ran than the `default` path (eager, bf16, the
+        untuned GEMM), measured interleaved: the ratio of total times, with the spread of
+        round-by-round ratios as its noise."""
+        ratios = paired_ratios(default.timing.summary.seconds, candidate.timing.summary.seconds)
         spread = SampleSummary(ratios, 1)
-        value = reference.timing.summary.mean / candidate.timing.summary.mean
+        value = default.timing.summary.mean / candidate.timing.summary.mean
         extra = {
-            "timing": {"candidate": candidate.timing.details(), "reference": reference.timing.details()},
+            # the report's key for the default path's timing keeps the name it was written with
+            "timing": {"candidate": candidate.timing.details(), "reference": default.timing.details()},
             "telemetry": dict(candidate.telemetry),
         }
         return self.record(name, value, "x", "higher", dispersion=spread.dispersion, samples=len(ratios), extra=extra)
@@ -411,23 +413,25 @@ class PerfRecorder:
 
     def _gated(self, metric: Metric) -> Metric:
         threshold = self.context.threshold(metric.name)
-        record = GateRecord(threshold.floor, threshold.k, threshold.cap, informational=threshold.informational)
+        record = GateRecord(
+            threshold.min_band, threshold.noise_multiple, threshold.cap, informational=threshold.informational
+        )
         if not math.isfinite(metric.value) or metric.value <= 0:
             message = f"{metric.name} measured {metric.value}: the measurement produced no positive finite number"
             self.state.failures.append(message)
             self.state.categories.append("crash")
             return metric.with_verdict(Verdict.INVALID, message, gate=record)
-        reference = self.context.reference(metric.name)
+        baseline = self.context.baseline(metric.name)
         update_command = self.context.update_command
-        judgement = gate.judge(metric, reference, threshold, self.device.device_key, update_command)
+        judgement = gate.judge(metric, baseline, threshold, self.device.device_key, update_command)
         floor = None if threshold.informational else self.context.floors.floor(metric.name)
-        gated_by = "baseline" if reference is not None else "none"
+        gated_by = "baseline" if baseline is not None else "none"
         if floor is not None:
             floor_judgement = gate.judge_floor(metric, floor, self.device.device_key, update_command)
             record = replace(
                 record, sku_floor=floor.value, sku_floor_source=floor.source, sku_floor_verdict=floor_judgement.verdict
             )
-            if reference is None:
+            if baseline is None:
                 judgement, gated_by = floor_judgement, "floor"
             elif floor_judgement.fails and not judgement.fails:
                 judgement = floor_judgement  # inside the baseline's band, yet below what the SKU must reach
@@ -441,14 +445,14 @@ class PerfRecorder:
             throughput_ratio=judgement.throughput_ratio,
         )
         changes: dict[str, Any] = {
-            "baseline": reference.value if reference else None,
-            "ratio": judgement.ratio if reference is not None or floor is None else None,
-            "threshold": judgement.bound if reference is not None else None,
+            "baseline": baseline.value if baseline else None,
+            "ratio": judgement.ratio if baseline is not None or floor is None else None,
+            "threshold": judgement.bound if baseline is not None else None,
             "detectable": judgement.detectable,
             "gate": record,
         }
         if self.context.settings.update_baselines:
-            refused = self._refusal(metric, reference, judgement)
+            refused = self._refusal(metric, baseline, judgement)
             if refused is not None:
                 self.state.failures.append(f"{metric.name}: {refused}")
                 self.state.categories.append("performance")
@@ -470,7 +474,7 @@ class PerfRecorder:
             self.state.missing.append(metric.name)
         return metric.with_verdict(judgement.verdict, message, **changes)
 
-    def _refusal(self, metric: Metric, reference: gate.Reference | None, judgement: gate.Judgement) -> str | None:
+    def _refusal(self, metric: Metric, baseline: gate.Baseline | None, judgement: gate.Judgement) -> str | None:
         """Why --update-baselines must not record `metric` (None when it may): it regressed beyond
         its baseline's band, or it is below its SKU's floor (unless --rocm-accept-regressions)."""
         if judgement.verdict == Verdict.BELOW_FLOOR:
@@ -478,13 +482,13 @@ class PerfRecorder:
             return self.context.commands.refusal(found, ["perf"])
         if (
             judgement.verdict != Verdict.REGRESSED
-            or reference is None
+            or baseline is None
             or judgement.ratio is None
             or judgement.allowed is None
         ):
             return None
         return self.context.commands.refusal(
-            f"{format_number(reference.value)} -> {format_number(metric.value)} {metric.unit} "
+            f"{format_number(baseline.value)} -> {format_number(metric.value)} {metric.unit} "
             f"({judgement.ratio - 1:+.1%}) is worse than the baseline beyond its band ({judgement.allowed:.1%})",
             ["perf"],
         )

@@ -128,7 +128,7 @@ class OfflineNode:
     links: tuple[GpuLink, ...] = ()  # amd-smi topology: every ordered pair of GPUs
     metrics: tuple[GpuMetrics, ...] = ()  # amd-smi metric: each GPU's clocks, power, temperature, ECC counts
     truncated: tuple[str, ...] = ()  # files cut short ('rocm-smi.txt: [output truncated]')
-    at_least: bool = False  # the GPU count is a floor: no output that lists that many was saved whole
+    at_least: bool = False  # the GPU count is a lower bound: no output that lists that many was saved whole
     links_tool: str = "amd-smi topology"  # the view the links were read from
 
 
@@ -141,7 +141,7 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
     """The GPUs that saved tool outputs (file name -> text) describe. Pure: no tool runs."""
     errors = ProbeErrors()
     cut = {name: marker for name, text in outputs.items() if (marker := truncation_marker(text))}
-    amd, floor = _merged_amd_facts(outputs, errors, cut)
+    amd, at_least = _merged_amd_facts(outputs, errors, cut)
     links_file, links = _first_links(outputs)
     links_tool = "rocm-smi --showtopo" if links_file.startswith("rocm-smi") else topology.TOPOLOGY
     errors.messages.extend(topology.link_problems(links, links_tool))
@@ -163,7 +163,7 @@ def describe_outputs(outputs: Mapping[str, str]) -> OfflineNode:
         tuple(links),
         tuple(metrics),
         tuple(f"{name}: {marker}" for name, marker in cut.items()),
-        floor,
+        at_least,
         links_tool,
     )
 
@@ -278,8 +278,8 @@ def _merged_amd_facts(
     merged = [_fold(sorted(slot, key=lambda item: trust[item[0]]), errors) for slot in paired]
     errors.messages.extend(_memory_disagreements(paired, trust))
     errors.messages.extend(_incomplete_packages(merged))
-    floor = not any(name not in cut and len(listing) >= len(paired) for name, listing in listings)
-    return _modes_from_shared_addresses(merged, floor), floor
+    at_least = not any(name not in cut and len(listing) >= len(paired) for name, listing in listings)
+    return _modes_from_shared_addresses(merged, at_least), at_least
 
 
 def _incomplete_packages(facts: list[AmdGpuFacts]) -> list[str]:
@@ -310,7 +310,7 @@ def _count_disagreements(
     listings: list[tuple[str, list[AmdGpuFacts]]], base_name: str, described: int, cut: Mapping[str, str]
 ) -> list[str]:
     """The outputs that list different GPU counts; one cut short ('[output truncated]') listing
-    fewer is expected to, and is no disagreement: the count it gives is a floor."""
+    fewer is expected to, and is no disagreement: the count it gives is a lower bound."""
     counts = {name: len(listing) for name, listing in listings if name not in cut or len(listing) >= described}
     if len(set(counts.values())) <= 1:
         return []

@@ -85,7 +85,7 @@ class GateRecord:
     applied, and what judged it. On disk it is the metric's `extra.gate` object, under the keys
     of `_GATE_KEYS` (the report's format, which the fleet reads from old reports too)."""
 
-    band_floor: float  # the band's smallest width, a fraction of the baseline
+    min_band: float  # the band's smallest width, a fraction of the baseline
     noise_multiple: float  # the band is this many times the measured noise
     band_cap: float  # the band's largest width, a fraction of the baseline
     informational: str = ""  # when set, the reason the metric is shown but never fails
@@ -111,7 +111,7 @@ class GateRecord:
     def to_dict(self) -> dict[str, Any]:
         """The `extra.gate` object as reports carry it: judged figures only once judged, the
         floor's three keys only with a floor, optional flags only when set."""
-        data: dict[str, Any] = {"floor": self.band_floor, "k": self.noise_multiple, "cap": self.band_cap}
+        data: dict[str, Any] = {"floor": self.min_band, "k": self.noise_multiple, "cap": self.band_cap}
         if self.informational:
             data["informational"] = self.informational
         if self.sku_floor is not None:
@@ -131,9 +131,10 @@ class GateRecord:
         return cls(**{name: data[key] for key, name in _GATE_KEYS.items() if key in data})
 
 
-# A GateRecord's keys on disk (`extra.gate`) -> its fields.
+# A GateRecord's keys on disk (`extra.gate`) -> its fields; min_band and noise_multiple keep the
+# keys they were first written with, "floor" and "k" (docs/extending.md, "Words").
 _GATE_KEYS = {
-    "floor": "band_floor",
+    "floor": "min_band",
     "k": "noise_multiple",
     "cap": "band_cap",
     "informational": "informational",

@@ -1,10 +1,10 @@
-"""FP8: the formats, a pure reference of their encodings, and the delayed-scaling reference recipe.
+"""FP8: the formats, a pure-Python model of their encodings, and the project's own delayed-scaling recipe.
 
 Formats come from the device (`DeviceInfo.fp8_formats`): gfx94x (MI300X / MI325X) computes in the
 fnuz variants (no negative zero, one NaN at 0x80, no infinities, E4M3 max 240); gfx950, gfx12,
 NVIDIA sm_89+ and the CPU in the OCP variants (E4M3 max 448, E5M2 with infinities).
 
-The reference recipe is Transformer Engine's delayed scaling: each tensor role (input, weight,
+The own recipe is Transformer Engine's delayed scaling, written out: each tensor role (input, weight,
 gradient) keeps an amax history whose row 0 holds the current step; after each cast the scale
 for the next step is fp8_max / amax / 2^margin with amax reduced over the history, then the
 history rolls by -1 and row 0 is zeroed. An amax of 0, Inf or NaN gives scale 1.
@@ -104,7 +104,7 @@ def nan_bits(fmt: Fp8Format) -> int:
 
 
 def encode(value: float, fmt: Fp8Format) -> int:
-    """Reference cast: round to nearest, ties to even, saturating at +-max (the recipe's clamp).
+    """The pure cast: round to nearest, ties to even, saturating at +-max (the recipe's clamp).
 
     A zero result keeps the sign in OCP formats (-0 is 0x80) and is +0 in fnuz formats.
     """
@@ -219,7 +219,7 @@ def fp8_mm(
 
 
 # ---------------------------------------------------------------------------------------------
-# Delayed scaling, the reference recipe.
+# Delayed scaling, the own recipe.
 
 
 @dataclass(frozen=True)
@@ -340,7 +340,7 @@ class _Fp8LinearFunction(torch.autograd.Function):
 
 
 class Fp8Linear(torch.nn.Module):
-    """nn.Linear computed in FP8 with delayed scaling (the project's reference recipe).
+    """nn.Linear computed in FP8 with delayed scaling (the project's own recipe).
 
     formats: (forward, gradient), e.g. ("e4m3fn", "e5m2") or ("e4m3fnuz", "e5m2fnuz").
     matmul: "auto" (torch._scaled_mm where the device has it), "scaled_mm" or "emulated".
@@ -376,7 +376,7 @@ class Fp8Linear(torch.nn.Module):
         recipe: DelayedScaling = DelayedScaling(),
         matmul: str = "auto",
     ) -> Fp8Linear:
-        """An Fp8Linear sharing `linear`'s parameters (so ties and optimizer references survive)."""
+        """An Fp8Linear sharing `linear`'s parameters (so tied weights and the optimizer's handles survive)."""
         layer = cls(
             linear.in_features, linear.out_features, linear.bias is not None, formats, recipe, matmul, device="meta"
         )

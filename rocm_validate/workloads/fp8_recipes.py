@@ -8,8 +8,8 @@
 * Transformer Engine: current scaling, delayed scaling and MXFP8 block scaling (gfx950 and NVIDIA
   Blackwell only), its `te.Linear` swapped in for every `nn.Linear` and run under TE's
   FP8 autocast. TE chooses fnuz on gfx942 itself.
-* The project's own eager delayed-scaling recipe (`rocm_validate.workloads.fp8.Fp8Linear`), the
-  numerics reference.
+* The project's own eager delayed-scaling recipe (`rocm_validate.workloads.fp8.Fp8Linear`), whose
+  numerics are written out in full.
 
 An optional library that is not installed raises `LibraryMissing` (a skip that names the
 `rocm-validate[fp8]` extra); one that is installed but fails to import or to run raises what it

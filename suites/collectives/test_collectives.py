@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.collectives.busbw import (
-    DIP_FLOOR,
+    DIP_MIN_DROP,
     EVERY_COLLECTIVE,
     BandwidthPoint,
     find_dips,
@@ -65,8 +65,8 @@ def test_bus_bandwidth_does_not_drop_as_messages_grow(collectives, op, noise_ban
 
     def allowed(smaller: BandwidthPoint, larger: BandwidthPoint) -> tuple[float, str]:
         band = noise_band(collectives.metric_name(steps[larger.nbytes]), (smaller.dispersion, larger.dispersion))
-        if band is None or band[0] <= DIP_FLOOR:
-            return DIP_FLOOR, "cvs's 5% rule"
+        if band is None or band[0] <= DIP_MIN_DROP:
+            return DIP_MIN_DROP, "cvs's 5% rule"
         return band[0], f"the noise band {band[1]}"
 
     dips = find_dips([BandwidthPoint(s.nbytes, s.busbw or 0.0, s.dispersion) for s in steps.values()], allowed)

@@ -70,7 +70,7 @@ def test_delayed_scaling_rolls_the_amax_history_exactly(torch_device, fp8_format
 def test_reference_fp8_linear_tracks_nn_linear(rocm_device, torch_device, fp8_formats):
     results = check_fp8_layer(
         lambda linear: fp8.Fp8Linear.from_linear(linear, fp8_formats),
-        f"reference recipe {'/'.join(fp8_formats)}",
+        f"own recipe {'/'.join(fp8_formats)}",
         linear_size(rocm_device.is_gpu),
         training_dtype(rocm_device.backend),
         rocm_device,

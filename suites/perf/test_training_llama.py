@@ -11,7 +11,7 @@ output layer stays in high precision, as FP8 training recipes keep it.
 
 The project's eager delayed-scaling recipe (`rocm_validate.workloads.fp8.Fp8Linear`) is timed too,
 against the eager bf16 step, under its original names (`train.llama-3.1-8b-2l.fp8.*` and
-`.fp8_speedup`): it is the numerics reference and a regression check of `_scaled_mm` and the FP8
+`.fp8_speedup`): its numerics are written out in full, and it is a regression check of `_scaled_mm` and the FP8
 casts at training shapes, not the FP8 speedup of the stack (0.87x on the H100: eager casts).
 """
 

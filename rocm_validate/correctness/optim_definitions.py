@@ -1,6 +1,6 @@
-"""Reference optimizers: AdamW as torch.optim defines it, LAMB as apex FusedLAMB does.
+"""The optimizers from their definitions: AdamW as torch.optim defines it, LAMB as apex FusedLAMB does.
 
-The suite runs a fused or foreach optimizer on the device and this reference on float64 copies
+The suite runs a fused or foreach optimizer on the device and these definitions on float64 copies
 of the same parameters and gradients (the golden), then compares parameters and state. Run in a
 low precision, the same code is the plain reference whose error scales the tolerance.
 Written as plain tensor arithmetic, one parameter at a time, so each line can be checked against
@@ -36,7 +36,7 @@ class _Moments:
         self.steps = 0
 
 
-class ReferenceAdamW(_Moments):
+class AdamWDefinition(_Moments):
     """AdamW: decoupled weight decay, bias-corrected moments (torch.optim.AdamW)."""
 
     def __init__(self, params: Sequence[torch.Tensor], config: AdamWConfig, dtype: torch.dtype = torch.float64) -> None:
@@ -66,7 +66,7 @@ class LambConfig(AdamWConfig):
     use_nvlamb: bool = False  # apply the trust ratio also to parameters without weight decay
 
 
-class ReferenceLamb(_Moments):
+class LambDefinition(_Moments):
     """LAMB in float64 with apex FusedLAMB's semantics.
 
     Gradients are divided by max(1, global_norm / max_grad_norm); the update is the bias-corrected
