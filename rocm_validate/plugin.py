@@ -78,16 +78,20 @@ def pytest_cmdline_main(config: pytest.Config) -> Generator[None, Any, Any]:
     return status
 
 
-@pytest.hookimpl(tryfirst=True)  # the outputs are claimed before any other plugin's option can stop the run
+# First (pluggy calls a plugin registered earlier later, and this one is registered before the
+# concerns it lists): the run context exists before any concern's configure fills its part, and the
+# outputs are claimed before any other plugin's option can stop the run.
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     for marker, description in requirements.MARKERS.items():
         config.addinivalue_line("markers", f"{marker}: {description}")
     options.refuse_empty_values(config)
+    # The run context, before anything can stop the run: the outputs are its first part.
+    state = RunState(config=config, resolve=plan.resolve)
+    config.stash[STATE_KEY] = state
     claimed = outputs.claim_run_outputs(config)
     interruption.watch(config)  # Ctrl-C and SIGTERM end the run interrupted, never with a test counted passed
-    settings = options.resolve_settings(config, claimed.report, claimed.summary)
-    state = RunState(config=config, settings=settings, resolve=plan.resolve)
-    config.stash[STATE_KEY] = state
+    state.settings = options.resolve_settings(config, claimed.report, claimed.summary)
     config.pluginmanager.register(ResultCollector(state), COLLECTOR_NAME)
     if _touches_suites(config):
         from rocm_validate.node import workers  # a plugin module: see _timeout_note

@@ -8,11 +8,13 @@ import errno
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rocm_validate.core import outputs
 from rocm_validate.core.options import empty_value_problem
+from rocm_validate.core.session import STATE_KEY, RunState
 from rocm_validate.errors import UsageError
 
 PASSING = """
@@ -59,11 +61,16 @@ def test_a_write_that_fails_is_one_line_naming_the_file_and_the_cause(tmp_path: 
     class Config:
         stash = pytest.Stash()
 
+    config: Any = Config()
+    state = RunState(config=config, resolve=lambda state: None)  # type: ignore[arg-type,return-value]
+    state.put(outputs.Outputs())
+    config.stash[STATE_KEY] = state
+
     def writer(path: Path) -> None:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
 
-    assert not outputs.write(Config(), "report", tmp_path / "report.json", writer)  # type: ignore[arg-type]
-    assert outputs.outputs_of(Config()).failed == [  # type: ignore[arg-type]
+    assert not outputs.write(config, "report", tmp_path / "report.json", writer)
+    assert outputs.outputs_of(config).failed == [
         f"rocm-validate report: could not write {tmp_path / 'report.json'}: Read-only file system; nothing was "
         "written there (the run's exit status is its tests')"
     ]

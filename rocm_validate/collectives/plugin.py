@@ -68,9 +68,6 @@ class CollectiveSettings:
     timeout_s: float | None = None  # None: the plan's default for the device
 
 
-SETTINGS_KEY = pytest.StashKey[CollectiveSettings]()
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_spec(parser, CPU_RANKS)
     options.add_spec(parser, COLLECTIVE_TIMEOUT)
@@ -88,10 +85,11 @@ def parse_timeout(value: str, source: str = COLLECTIVE_TIMEOUT.flag) -> float:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[SETTINGS_KEY] = CollectiveSettings(
+    settings = CollectiveSettings(
         cpu_ranks=options.parse_or_default(config, CPU_RANKS, parse_ranks, DEFAULT_CPU_RANKS),
         timeout_s=options.parse_or_default(config, COLLECTIVE_TIMEOUT, parse_timeout, None),
     )
+    run_state(config).put(settings)  # the collectives suite's part of the run context
 
 
 def world_for(state: RunState, settings: CollectiveSettings) -> tuple[WorldSpec | None, str | None]:
@@ -163,7 +161,8 @@ class CollectiveRun:
 @pytest.fixture(scope="session")
 def collective_world(pytestconfig: pytest.Config) -> WorldSpec:
     """The ranks this run's devices make; skips (need vs found) when they make no group."""
-    world, reason = world_for(run_state(pytestconfig), pytestconfig.stash[SETTINGS_KEY])
+    state = run_state(pytestconfig)
+    world, reason = world_for(state, state.part(CollectiveSettings))
     if world is None:
         pytest.skip(reason or "the selected devices make no collectives group")
     return world
@@ -172,8 +171,9 @@ def collective_world(pytestconfig: pytest.Config) -> WorldSpec:
 @pytest.fixture(scope="session")
 def collective_plan(pytestconfig: pytest.Config, collective_world: WorldSpec) -> Plan:
     """What the world runs: the GPU or CPU plan of the run's level, with --rocm-collective-timeout."""
-    timeout_s = pytestconfig.stash[SETTINGS_KEY].timeout_s
-    base = plan_for(collective_world.library, collective_world.size, run_state(pytestconfig).settings.level)
+    state = run_state(pytestconfig)
+    timeout_s = state.part(CollectiveSettings).timeout_s
+    base = plan_for(collective_world.library, collective_world.size, state.settings.level)
     return base if timeout_s is None else replace(base, timeout_s=timeout_s)
 
 
@@ -236,8 +236,9 @@ def training_steps(
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         free_device_memory()
-    plan = steps_plan_for(collective_world.library, run_state(pytestconfig).settings.level)
-    timeout_s = pytestconfig.stash[SETTINGS_KEY].timeout_s
+    state = run_state(pytestconfig)
+    plan = steps_plan_for(collective_world.library, state.settings.level)
+    timeout_s = state.part(CollectiveSettings).timeout_s
     if timeout_s is not None:
         plan = replace(plan, timeout_s=timeout_s)
     plants = os.environ.get(PLANTS_VARIABLE, "")

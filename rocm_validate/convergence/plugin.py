@@ -73,9 +73,6 @@ class ConvergenceSettings:
     seeds: int | None  # None: the mini-BERT preset's default
 
 
-SETTINGS_KEY = pytest.StashKey[ConvergenceSettings]()
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     for spec in (RESULTS, RULESET, RCP_FILE, SEEDS):
         options.add_spec(parser, spec)
@@ -136,7 +133,7 @@ def resolve_settings(config: pytest.Config) -> ConvergenceSettings:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[SETTINGS_KEY] = resolve_settings(config)
+    run_state(config).put(resolve_settings(config))  # the convergence suite's part of the run context
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -157,7 +154,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def convergence_settings(config: pytest.Config) -> ConvergenceSettings:
-    return config.stash[SETTINGS_KEY]
+    return run_state(config).part(ConvergenceSettings)
 
 
 def pytest_rocm_node_wide(config: pytest.Config, nodeid: str) -> bool | None:
@@ -170,6 +167,8 @@ def pytest_rocm_node_wide(config: pytest.Config, nodeid: str) -> bool | None:
     return None
 
 
+# First: a firstresult hook, and the perf suite's answer (its gate's rule) covers any metric name,
+# so this suite's own metric is answered before perf's can be.
 @pytest.hookimpl(tryfirst=True)
 def pytest_rocm_noise_band(
     config: pytest.Config, name: str, backend: str, dispersions: tuple[float | None, ...]

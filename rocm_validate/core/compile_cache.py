@@ -5,8 +5,8 @@ torch.compile caches what it compiled (FX graphs, AOT autograd graphs, Triton ke
 `TORCHINDUCTOR_CACHE_DIR` when `TORCHINDUCTOR_FX_GRAPH_CACHE` and `TORCHINDUCTOR_AUTOGRAD_CACHE`
 are on; the keys hold the graph, torch, Triton and the device's arch, so GPUs of one SKU share
 entries and another stack never reads them. Inductor reads these variables when it is imported,
-so they are set in the pytest process at configure time, before any worker (or collectives rank)
-starts, and every process of the run inherits them. A warm cache turns a 60 s compile of the
+so they are set in the pytest process at session start, once every option was read and before any
+worker (or collectives rank) starts, and every process of the run inherits them. A warm cache turns a 60 s compile of the
 BERT-L step into seconds; the compile-time metric says which it was (`compile_cache`).
 
 Imports only the standard library and pytest; torch's counters are read only when asked for.
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from rocm_validate.core.options import OptionSpec, add_spec, raw_value, writable_folder_problem
-from rocm_validate.core.session import STATE_KEY, is_xdist_worker
+from rocm_validate.core.session import STATE_KEY, find_part, is_xdist_worker, run_state
 from rocm_validate.errors import UsageError
 
 OFF = "off"
@@ -157,18 +157,17 @@ class CompileWatch:
 
 # --- wiring --------------------------------------------------------------------------------------
 
-CACHE_KEY = pytest.StashKey[CompileCache]()
-CONTENTS_KEY = pytest.StashKey[CacheContents]()
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_spec(parser, COMPILE_CACHE)
 
 
-@pytest.hookimpl(trylast=True)  # after every other plugin's pytest_configure that can still stop the run
-def pytest_configure(config: pytest.Config) -> None:
-    """Choose the cache and set Inductor's variables for every process of a run of the suites;
-    xdist workers inherit them from the pytest process, which sets them before starting any."""
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Choose the cache and set Inductor's variables for every process of a run of the suites,
+    after every plugin's configure (one that stops the run leaves them unset); pytest-xdist starts
+    its workers, which inherit them, and pytest's terminal prints the header (`header_line`) in
+    their own sessionstart, both trylast, so after this one."""
+    config = session.config
     if is_xdist_worker(config) or not _runs_suites(config):
         return
     value, source = raw_value(config, COMPILE_CACHE)
@@ -181,12 +180,12 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"{source}={value or cache.folder}: cannot keep compile caches there: {problem}; choose a writable "
                 f"folder with {COMPILE_CACHE.flag}=DIR, or {COMPILE_CACHE.flag}=off"
             )
-        config.stash[CONTENTS_KEY] = contents(cache.folder)
+        run_state(config).put(contents(cache.folder))
     else:
         scratch = Path(tempfile.mkdtemp(prefix="rocm-validate-inductor-"))
     os.environ.update(cache.environment(scratch))
     _configure_inductor_if_imported(cache.folder is not None)
-    config.stash[CACHE_KEY] = cache
+    run_state(config).put(cache)
 
 
 def _runs_suites(config: pytest.Config) -> bool:
@@ -211,21 +210,21 @@ def _configure_inductor_if_imported(on: bool) -> None:
 
 def header_line(config: pytest.Config) -> str | None:
     """'rocm-validate compile cache: DIR (warm: 412 files, 38 MiB); clear it with: rm -rf DIR'."""
-    cache = config.stash.get(CACHE_KEY, None)
+    cache = find_part(config, CompileCache)
     if cache is None:
         return None
     if cache.folder is None:
         return f"rocm-validate compile cache: off ({cache.source}): every torch.compile compiles cold"
-    found = config.stash.get(CONTENTS_KEY, CacheContents(0, 0))
+    found = find_part(config, CacheContents) or CacheContents(0, 0)
     return f"rocm-validate compile cache: {cache.folder} ({found.describe()}); clear it with: {cache.clear_command()}"
 
 
 def report_section(config: pytest.Config) -> dict[str, object] | None:
     """The cache as the JSON report records it: folder, and how full it was at the start."""
-    cache = config.stash.get(CACHE_KEY, None)
+    cache = find_part(config, CompileCache)
     if cache is None:
         return None
-    found = config.stash.get(CONTENTS_KEY, None)
+    found = find_part(config, CacheContents)
     return {
         "folder": None if cache.folder is None else str(cache.folder),
         "source": cache.source,

@@ -20,6 +20,13 @@ def pytest_rocm_discover_devices(config: pytest.Config) -> list[DeviceInfo] | No
     """
 
 
+@pytest.hookspec
+def pytest_rocm_claim_outputs(config: pytest.Config) -> None:
+    """Claim a plugin's own output files (`rocm_validate.core.outputs.claim`), with the run's
+    report and summary, before any option can stop the run; keep what you claimed in your part of
+    the run context (`run_state(config).put(...)`), which exists by then."""
+
+
 @pytest.hookspec(firstresult=True)
 def pytest_rocm_metric_finalize(item: pytest.Item, report: Any, metric: Metric) -> Metric | None:
     """Called once per recorded metric after the test's call phase, knowing its outcome.

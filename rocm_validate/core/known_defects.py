@@ -22,7 +22,7 @@ import pytest
 
 from rocm_validate.core import options
 from rocm_validate.core.outputs import stop_run
-from rocm_validate.core.session import run_state
+from rocm_validate.core.session import find_part, run_state
 from rocm_validate.errors import UsageError
 from rocm_validate.results.known_defects import (
     KNOWN_DEFECT_PROPERTY,
@@ -71,9 +71,6 @@ class KnownDefects:
         return tuple(d for d in self.defects if d.expired(self.today))
 
 
-KNOWN_DEFECTS_KEY = pytest.StashKey[KnownDefects]()
-
-
 def shipped() -> tuple[KnownDefect, ...]:
     """The package's own table."""
     text = resources.files("rocm_validate.results").joinpath("known_defects.json").read_text(encoding="utf-8")
@@ -114,7 +111,7 @@ def load(config: pytest.Config) -> KnownDefects:
 
 
 def known_defects(config: pytest.Config) -> KnownDefects:
-    found = config.stash.get(KNOWN_DEFECTS_KEY, None)
+    found = find_part(config, KnownDefects)
     return found if found is not None else KnownDefects(())
 
 
@@ -123,7 +120,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[KNOWN_DEFECTS_KEY] = load(config)
+    run_state(config).put(load(config))
 
 
 # First: before pytest's own -k / -m (its mark plugin) and the run's selection drop tests, so an entry

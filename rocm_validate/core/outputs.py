@@ -37,7 +37,7 @@ from rocm_validate.core.options import (
     source_name,
     writable_folder_problem,
 )
-from rocm_validate.core.session import is_xdist_worker
+from rocm_validate.core.session import STATE_KEY, is_xdist_worker, run_state
 from rocm_validate.errors import DataFileError, UsageError
 
 JUNIT_FLAG = "--junitxml"
@@ -104,7 +104,6 @@ class Outputs:
             ) from None
 
 
-OUTPUTS_KEY = pytest.StashKey[Outputs]()
 USAGE_ERROR_KEY = "rocm_validate_usage_error"  # a pytest-xdist worker's workeroutput: the usage error it found
 
 
@@ -142,12 +141,15 @@ def claim_junit(config: pytest.Config) -> None:
 
 
 def claim_run_outputs(config: pytest.Config) -> Outputs:
-    """The report, summary and JUnit file of this run, claimed (see the module's docstring); the
-    report and summary kept in the stash."""
-    found = outputs_of(config)
+    """The report, summary and JUnit file of this run, and every plugin's own outputs
+    (pytest_rocm_claim_outputs), claimed (see the module's docstring); the report and summary
+    kept in the run context."""
+    found = Outputs()
+    run_state(config).put(found)
     claim_junit(config)
     found.report = claim(config, REPORT, "report.json")
     found.summary = claim(config, SUMMARY, "summary.md", APPENDED)
+    config.hook.pytest_rocm_claim_outputs(config=config)  # a suite's own, such as --rocm-benchmark-json
     if not is_xdist_worker(config):
         config.pluginmanager.register(found, "rocm_validate_outputs")
     return found
@@ -156,7 +158,8 @@ def claim_run_outputs(config: pytest.Config) -> Outputs:
 def note_stop(config: pytest.Config, stopped: str | None) -> None:
     """After a run that ended before writing its outputs (a usage error `stopped`, or an internal
     error): say so at the end of the summary, where the page's last heading is read."""
-    found = config.stash.get(OUTPUTS_KEY, None)
+    state = config.stash.get(STATE_KEY, None)
+    found = None if state is None else state.find(Outputs)
     if found is None or found.finished or found.summary is None or is_xdist_worker(config):
         return
     with contextlib.suppress(OSError):  # the run is ending on its own error already; pytest prints that one
@@ -164,8 +167,8 @@ def note_stop(config: pytest.Config, stopped: str | None) -> None:
 
 
 def outputs_of(config: pytest.Config) -> Outputs:
-    """The run's outputs (none claimed when the run-wide options were never read)."""
-    return config.stash.setdefault(OUTPUTS_KEY, Outputs())
+    """The run's outputs (claimed by the top-level plugin's configure)."""
+    return run_state(config).part(Outputs)
 
 
 def reason(exc: BaseException) -> str:

@@ -35,7 +35,7 @@ from typing import Literal, NoReturn, TextIO
 import pytest
 from pytest_timeout import Settings, is_debugging
 
-from rocm_validate.core.session import is_xdist_worker, run_state
+from rocm_validate.core.session import find_part, is_xdist_worker, run_state
 
 GRACE_MIN_S = 10.0  # room for pytest-timeout's own stack dump and the test's teardown after it
 GRACE_FRACTION = 0.25
@@ -177,9 +177,6 @@ class Backstop:
     faulthandler_armed: bool = False
 
 
-BACKSTOP_KEY = pytest.StashKey[Backstop]()
-
-
 def arm(backstop: Backstop, item: pytest.Item, settings: Settings) -> None:
     """Arm the backstops of `item` for pytest-timeout's `settings` (it arms its own timer next)."""
     disarm(backstop)
@@ -230,7 +227,7 @@ def _user_sets_faulthandler_timeout(config: pytest.Config) -> bool:
 
 
 def _disarm_run(config: pytest.Config) -> None:
-    backstop = config.stash.get(BACKSTOP_KEY, None)
+    backstop = find_part(config, Backstop)
     if backstop is not None:
         disarm(backstop)
 
@@ -238,12 +235,12 @@ def _disarm_run(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     stderr = _terminal_stderr()  # now, while output capture is suspended
     if stderr is not None:
-        config.stash[BACKSTOP_KEY] = Backstop(stderr, uses_faulthandler=not _user_sets_faulthandler_timeout(config))
+        run_state(config).put(Backstop(stderr, uses_faulthandler=not _user_sets_faulthandler_timeout(config)))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Settings) -> None:
-    backstop = item.config.stash.get(BACKSTOP_KEY, None)
+    backstop = find_part(item.config, Backstop)
     if backstop is not None:
         arm(backstop, item, settings)  # returns None, so pytest-timeout still sets its own timer
 
@@ -285,8 +282,8 @@ def pytest_enter_pdb(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    backstop = config.stash.get(BACKSTOP_KEY, None)
+    backstop = find_part(config, Backstop)
     if backstop is not None:
         disarm(backstop)
         backstop.stderr.close()
-        del config.stash[BACKSTOP_KEY]
+        run_state(config).drop(Backstop)

@@ -28,8 +28,6 @@ from rocm_validate.node.work import LANE_VARIABLE
 from rocm_validate.platform.device_info import DeviceInfo
 
 WORKERINPUT_KEY = "rocm_validate_node"  # a worker's workerinput: the controller's whole-node plan, its GPU
-# Set when this run distributes over pinned workers: the -n the user gave, or None.
-REQUESTED_WORKERS_KEY = pytest.StashKey["int | None"]()
 
 
 def resolve(state: RunState) -> RunPlan:
@@ -53,7 +51,7 @@ def resolve(state: RunState) -> RunPlan:
     devices = tuple(select_devices(found, settings.device, os.environ))
     whole_node = None
     if controller:
-        workers = REQUESTED_WORKERS_KEY in state.config.stash
+        workers = state.pinned_workers
         beside = workers and beside_lanes(settings, list(devices))
         whole_node = node_plan(devices, outer_visibility(os.environ), workers, beside)
     return RunPlan(tuple(found), devices, devices[0], _budget(state, devices[0], whole_node), whole_node)

@@ -43,12 +43,10 @@ from rocm_validate.core.suites import BESIDE_SUITES, NODE_WIDE_SUITES, TIMING_SU
 from rocm_validate.errors import UsageError
 from rocm_validate.node.budget import BUDGETS, describe_node_budget
 from rocm_validate.node.facts import to_workerinput, worker_specs
-from rocm_validate.node.plan import REQUESTED_WORKERS_KEY, WORKERINPUT_KEY, needs_workers
+from rocm_validate.node.plan import WORKERINPUT_KEY, needs_workers
 from rocm_validate.node.work import LANE_VARIABLE
 
 _XDIST_INSTALL = "pip install pytest-xdist (or pip install -e '.[test]')"
-# Controller: how many tests each worker collected (workers keep different work).
-COLLECTED_KEY = pytest.StashKey["dict[str, int]"]()
 
 
 def worker_count_problem(requested: object, devices: int, selection: str) -> str | None:
@@ -82,7 +80,8 @@ def configure_controller(config: pytest.Config, settings: Settings) -> None:
             f"{DEVICE.flag}={selection} runs one pytest-xdist worker per GPU, but -n 0 turns workers off; "
             f"drop -n 0, or validate one GPU with {DEVICE.flag}=INDEX"
         )
-    config.stash[REQUESTED_WORKERS_KEY] = config.getoption("numprocesses")
+    state = run_state(config)
+    state.pinned_workers, state.requested_workers = True, config.getoption("numprocesses")
     config.option.dist = "each"
     config.option.tx = ["popen"]
 
@@ -93,9 +92,7 @@ def start_controller(config: pytest.Config, state: RunState) -> None:
     plan = state.plan.node
     if plan is None or not plan.workers:
         return
-    problem = worker_count_problem(
-        config.stash[REQUESTED_WORKERS_KEY], len(plan.devices), state.settings.device.argument
-    )
+    problem = worker_count_problem(state.requested_workers, len(plan.devices), state.settings.device.argument)
     if problem:
         raise UsageError(problem)
     config.option.tx = worker_specs(plan)
@@ -161,7 +158,7 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     """Controller: count each worker's tests (xdist keeps only the last worker's count)."""
-    node.config.stash.setdefault(COLLECTED_KEY, {})[node.gateway.id] = len(ids)
+    run_state(node.config).collected[node.gateway.id] = len(ids)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -169,7 +166,7 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
     """Controller: the run collected every worker's tests, so a worker left with none of its own
     (every shared test placed elsewhere) does not end the run as 'no tests collected'."""
     result = yield
-    counts = session.config.stash.get(COLLECTED_KEY, {})
+    counts = run_state(session.config).collected
     if counts:
         session.testscollected = sum(counts.values())
     return result
@@ -179,7 +176,7 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Controller: every test on every pinned worker; node-wide suites once, last, on the first GPU."""
     state = run_state(config)
-    if state.node is None or REQUESTED_WORKERS_KEY not in config.stash:
+    if state.node is None or not state.pinned_workers:
         return None
     from rocm_validate.node.scheduling import NodeScheduling
 

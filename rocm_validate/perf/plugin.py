@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Generator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,14 +35,24 @@ if TYPE_CHECKING:
     from rocm_validate.platform.devices import DeviceInfo
 
 
-SETTINGS_KEY = pytest.StashKey[PerfSettings]()
-BENCHMARK_JSON_KEY = pytest.StashKey[Path | None]()
-CONTEXT_KEY = pytest.StashKey[PerfContext]()
-HEADER_KEY = pytest.StashKey["list[str]"]()
-FLOORS_KEY = pytest.StashKey[FloorTable]()
-PARTIAL_KEY = pytest.StashKey[bool]()  # a perf test was deselected
-NOTES_KEY = pytest.StashKey["list[str]"]()  # end-of-run notes: floors a partial run could not match
-BASELINE_NAMES_KEY = pytest.StashKey["tuple[Path, tuple[str, ...]]"]()  # the baselines file and its entries
+@dataclass
+class PerfRun:
+    """The perf suite's part of the run context: made when its --rocm-benchmark-json is claimed
+    (with the run's outputs), its settings filled by its pytest_configure, the rest as the run goes."""
+
+    benchmark_json: Path | None
+    settings: PerfSettings = field(init=False)  # set by pytest_configure, after the run's own settings
+    context: PerfContext | None = None  # this process's, once a perf test asked for it
+    header: list[str] = field(default_factory=list)
+    floors: FloorTable | None = None
+    baselines: Path | None = None  # the baselines file, and the names of its entries
+    baseline_names: tuple[str, ...] = ()
+    partial: bool = False  # a perf test was deselected
+    notes: list[str] = field(default_factory=list)  # end-of-run notes: floors a partial run could not match
+
+
+def perf_run(config: pytest.Config) -> PerfRun:
+    return run_state(config).part(PerfRun)
 
 
 WINDOW = options.OptionSpec(
@@ -104,22 +115,20 @@ def resolve_perf_settings(config: pytest.Config) -> PerfSettings:
             config, WINDOW, parse_window, EXTENDED_WINDOW_FACTOR if extended else 1.0
         ),
         rules=rules,
-        benchmark_json=config.stash[BENCHMARK_JSON_KEY],
+        benchmark_json=perf_run(config).benchmark_json,
         floors_dir=options.existing_folder(config, FLOORS, "a folder of <device-key>.json floors"),
     )
 
 
-@pytest.hookimpl(tryfirst=True, specname="pytest_configure")
-def pytest_configure_benchmark_json(config: pytest.Config) -> None:
-    """pytest_configure, first: --rocm-benchmark-json claimed before any option can stop the run
-    (`core.outputs`); named for pytest, which reads hooks only from `pytest_` names."""
-    config.stash[BENCHMARK_JSON_KEY] = outputs.claim(config, BENCHMARK_JSON, "benchmarks.json")
+def pytest_rocm_claim_outputs(config: pytest.Config) -> None:
+    """--rocm-benchmark-json, claimed with the run's outputs, before any option can stop the run."""
+    run_state(config).put(PerfRun(outputs.claim(config, BENCHMARK_JSON, "benchmarks.json")))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """After rocm_validate.plugin's pytest_configure (tryfirst, for the outputs) has resolved the
     run-wide settings."""
-    config.stash[SETTINGS_KEY] = resolve_perf_settings(config)
+    perf_run(config).settings = resolve_perf_settings(config)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -139,28 +148,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         Commands(state.settings, device).record(),
         aliases=device.key_aliases,
     )
-    perf = config.stash[SETTINGS_KEY]
+    run = perf_run(config)
+    perf = run.settings
     try:
         entries = store.read()
         floors = FloorTable(device, perf.floors_dir)
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
-    config.stash[FLOORS_KEY] = floors
-    config.stash[BASELINE_NAMES_KEY] = (store.path, tuple(entries))
+    run.floors, run.baselines, run.baseline_names = floors, store.path, tuple(entries)
     described = f"{store.path} ({len(entries)} entries)" if entries else f"{store.path} (none yet)"
     described += f", {store.note}" if store.note else ""
     rules = f"{len(perf.rules)} {THRESHOLDS_INI} rule(s) before the defaults" if perf.rules else "default thresholds"
     lines = [f"rocm-validate perf: baselines {described}; {floors.describe()}; {rules}; window x{perf.window_factor:g}"]
     workers = None if state.settings.node_run else getattr(config.option, "numprocesses", None)  # pinned: one GPU each
     warning = shared_device_warning(workers, device)
-    config.stash[HEADER_KEY] = lines + ([warning] if warning else [])
+    run.header = lines + ([warning] if warning else [])
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     """A perf test left out (-k, -m, --lf, the level): the run measures only part of the suite."""
     for item in items:
         if item.stash.get(SUITE_KEY, None) == "perf" or suite_of_nodeid(item.nodeid, item.config.rootpath) == "perf":
-            item.config.stash[PARTIAL_KEY] = True
+            perf_run(item.config).partial = True
 
 
 def _partial(config: pytest.Config, perf_results: list[Any]) -> bool:
@@ -169,7 +178,7 @@ def _partial(config: pytest.Config, perf_results: list[Any]) -> bool:
     named = config.args_source == pytest.Config.ArgsSource.ARGS and any(
         "::" in arg or not (config.invocation_params.dir / arg).is_dir() for arg in config.args
     )
-    return config.stash.get(PARTIAL_KEY, False) or named or any(r.outcome == "skipped" for r in perf_results)
+    return perf_run(config).partial or named or any(r.outcome == "skipped" for r in perf_results)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -184,12 +193,13 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
     metrics = _perf_metrics(config)
     if not metrics:
         return result
-    floors = config.stash.get(FLOORS_KEY, None)
+    run = perf_run(config)
+    floors = run.floors
     found = []
     unmatched = floors.unmatched(m.name for m in metrics) if floors is not None and floors.user_file else []
     if floors is not None and unmatched:
         found.append((FLOORS.flag, floors.user_file, "floor(s)", unmatched))
-    baselines, entries = config.stash.get(BASELINE_NAMES_KEY, (None, ()))
+    baselines, entries = run.baselines, run.baseline_names
     ungated = [m.name for m in metrics if m.gate is None or m.gate.gated_by != "baseline"]
     misnamed = near_misses(set(entries) - {m.name for m in metrics}, ungated)
     if misnamed:
@@ -198,7 +208,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
         return result
     state = run_state(config)
     if _partial(config, [r for r in state.results.values() if r.suite == "perf"]):
-        config.stash[NOTES_KEY] = [
+        run.notes = [
             f"{len(names)} {what} of {path} gated nothing: not measured in this run: {', '.join(names)}"
             for _, path, what, names in found
         ]
@@ -222,14 +232,14 @@ def shared_device_warning(workers: object, device: DeviceInfo) -> str | None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return config.stash.get(HEADER_KEY, [])
+    return perf_run(config).header
 
 
 @pytest.fixture(scope="session")
 def perf_context(pytestconfig: pytest.Config, rocm_device: DeviceInfo) -> Generator[PerfContext, None, None]:
     """The perf suite's shared state for this process (device, plan, thresholds, baselines)."""
-    context = PerfContext(run_state(pytestconfig).settings, pytestconfig.stash[SETTINGS_KEY], rocm_device)
-    pytestconfig.stash[CONTEXT_KEY] = context
+    run = perf_run(pytestconfig)
+    context = run.context = PerfContext(run_state(pytestconfig).settings, run.settings, rocm_device)
     yield context
     context.close()
 
@@ -265,7 +275,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     """After a perf test's body: fail on regressions, skip on missing baselines."""
     result = yield
     state = item.stash.get(ITEM_STATE_KEY, None)
-    context = item.config.stash.get(CONTEXT_KEY, None)
+    context = perf_run(item.config).context
     if state is not None and context is not None:
         raise_outcome(state, context.device.device_key, context.update_command)
     return result
@@ -284,7 +294,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
 def pytest_rocm_metric_finalize(item: pytest.Item, report: Any, metric: Any) -> Any:
     """Under --update-baselines, write the perf metrics of a passed test (and only of a passed one)."""
     state = item.stash.get(ITEM_STATE_KEY, None)
-    context = item.config.stash.get(CONTEXT_KEY, None)
+    context = perf_run(item.config).context
     if state is None or context is None or metric.name not in state.names or not context.settings.update_baselines:
         return None
     if metric.verdict in (Verdict.INVALID, Verdict.REFUSED):
@@ -300,7 +310,7 @@ def pytest_rocm_noise_band(
     """The gate's band for `name` on `backend` (its threshold and the combined noise), for peer
     comparisons and bandwidth dips; None for an informational metric or one not compared across
     GPUs (host timings)."""
-    return gate.noise_band(name, backend, config.stash[SETTINGS_KEY].rules)(*dispersions)
+    return gate.noise_band(name, backend, perf_run(config).settings.rules)(*dispersions)
 
 
 def _perf_metrics(config: pytest.Config) -> list[Metric]:
@@ -390,7 +400,7 @@ def telemetry_line(metrics: list[Any]) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    for note in config.stash.get(NOTES_KEY, []):
+    for note in perf_run(config).notes:
         terminalreporter.write_line(f"rocm-validate perf: {note}", yellow=True)
     metrics = _perf_metrics(config)
     if not metrics:
@@ -405,7 +415,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    perf = config.stash.get(SETTINGS_KEY, None)
+    run = run_state(config).find(PerfRun)
+    perf = None if run is None else run.settings
     if perf is None or perf.benchmark_json is None or is_xdist_worker(config):
         return
     from rocm_validate.perf.benchmark_json import (

@@ -34,8 +34,6 @@ HOST_ROOT = options.OptionSpec(
     "mounted into a container)",
     "DIR",
 )
-ROOT_KEY = pytest.StashKey[Path]()
-GIVEN_KEY = pytest.StashKey[bool]()  # --rocm-host-root (or its twins) was given
 HOST_FOLDERS = ("proc", "sys")  # what the checks read; dev/kmsg alone is often restricted
 
 
@@ -49,9 +47,18 @@ def resolve_host_root(config: pytest.Config) -> Path:
     return Path("/") if root is None else root
 
 
+@dataclass(frozen=True)
+class HostRoot:
+    """The preflight suite's part of the run context: the host's root folder, and whether
+    --rocm-host-root (or its twins) named it."""
+
+    root: Path
+    given: bool
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[ROOT_KEY] = resolve_host_root(config)
-    config.stash[GIVEN_KEY] = options.raw_value(config, HOST_ROOT)[0] is not None
+    given = options.raw_value(config, HOST_ROOT)[0] is not None
+    run_state(config).put(HostRoot(resolve_host_root(config), given))
     config.addinivalue_line("markers", f"{RUN_LAST_MARKER}: run this test after every other test of the session")
 
 
@@ -72,10 +79,11 @@ def strict_root_problem(root: Path) -> str | None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """With preflight selected under --rocm-strict, refuse a given host root that holds nothing to check."""
     config = session.config
-    settings = run_state(config).settings
-    if "preflight" not in settings.suites or not settings.strict or not config.stash[GIVEN_KEY]:
+    state = run_state(config)
+    settings, host_root = state.settings, state.part(HostRoot)
+    if "preflight" not in settings.suites or not settings.strict or not host_root.given:
         return
-    problem = strict_root_problem(config.stash[ROOT_KEY])
+    problem = strict_root_problem(host_root.root)
     if problem:
         raise UsageError(problem)
 
@@ -96,7 +104,7 @@ class Host:
 @pytest.fixture(scope="session")
 def host(pytestconfig: pytest.Config) -> Host:
     """The host under --rocm-host-root (default /) and its GPUs, listed once."""
-    root = pytestconfig.stash[ROOT_KEY]
+    root = run_state(pytestconfig).part(HostRoot).root
     gpus, problem = pci_gpus(root)
     return Host(root, tuple(gpus), problem)
 
