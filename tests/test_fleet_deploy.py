@@ -107,14 +107,13 @@ def test_every_command_of_the_sbatch_script_exists(options):
     assert merge and merge[0][:1] == ["fleet"] and "--expect" in merge[0]
 
 
-def test_the_torchrun_step_of_the_sbatch_script_runs_the_collectives_program_with_options_it_has():
-    (words,) = [c for c in sbatch_commands() if "torchrun" in c]
-    program = words[words.index("-m") + 1 :]
-    assert program[0] == "rocm_validate.collectives"
-    help_text = subprocess.run(
-        [sys.executable, "-m", "rocm_validate.collectives", "--help"], capture_output=True, text=True
-    ).stdout
-    assert {a for a in program[1:] if a.startswith("--")} <= set(re.findall(r"(--[a-z][a-z0-9-]+)", help_text))
+def test_the_torchrun_steps_of_the_sbatch_script_run_the_collectives_and_training_programs_with_options_they_have():
+    programs = [words[words.index("-m") + 1 :] for words in sbatch_commands() if "torchrun" in words]
+    assert [p[0] for p in programs] == ["rocm_validate.collectives", "rocm_validate.collectives.training"]
+    for program in programs:
+        help_text = subprocess.run([sys.executable, "-m", program[0], "--help"], capture_output=True, text=True).stdout
+        options = set(re.findall(r"(--[a-z][a-z0-9-]+)", help_text))
+        assert {a for a in program[1:] if a.startswith("--")} <= options, program[0]
 
 
 @pytest.mark.parametrize("resource", sorted(JOBS))
