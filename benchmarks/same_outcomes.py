@@ -6,8 +6,10 @@
 
 A refactor must leave every test's outcome as it was: this prints the counts of each report, then
 every test that is only in one of them or whose outcome changed, and exits 1 if there is any. Tests
-added on purpose (a new suite file) are named with --new-ok and counted apart. Timings and metrics
-are not compared: they are noisy, and the perf gate judges them.
+added on purpose (a new suite file) are named with --new-ok and counted apart. A shared test (stack
+level: one GPU of the node runs it) is compared by its outcome wherever the scheduler placed it; a
+per-GPU test on each GPU. Timings and metrics are not compared: they are noisy, and the perf gate
+judges them.
 """
 
 from __future__ import annotations
@@ -19,15 +21,19 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-Key = tuple[str, int | None]  # (nodeid, GPU index on the node; None on the CPU)
+Key = tuple[str, int | None]  # (nodeid, GPU index on the node; None on the CPU and for a shared test)
 
 
 def outcomes(report: dict[str, Any]) -> dict[Key, str]:
+    """Each test's outcome; a shared test's outcomes on every GPU that ran it, joined in order."""
     found: dict[Key, str] = {}
+    shared: dict[Key, list[str]] = {}
     for test in report["tests"]:
-        gpu = (test.get("gpu") or {}).get("index")
-        found[(test["nodeid"], gpu)] = test["outcome"]
-    return found
+        if test.get("work") == "shared":
+            shared.setdefault((test["nodeid"], None), []).append(test["outcome"])
+        else:
+            found[(test["nodeid"], (test.get("gpu") or {}).get("index"))] = test["outcome"]
+    return found | {key: ", ".join(sorted(runs)) for key, runs in shared.items()}
 
 
 def differences(before: dict[Key, str], after: dict[Key, str], new_ok: tuple[str, ...]) -> tuple[list[str], int]:
@@ -55,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("after", type=Path)
     parser.add_argument("--new-ok", action="append", default=[], help="a nodeid prefix of tests added on purpose")
     args = parser.parse_args(argv)
-    before, after = (outcomes(json.loads(p.read_text())) for p in (args.before, args.after))
-    for name, found in (("before", before), ("after", after)):
-        counts = ", ".join(f"{n} {o}" for o, n in sorted(Counter(found.values()).items()))
-        print(f"{name}: {len(found)} tests: {counts}")
+    reports = [json.loads(p.read_text()) for p in (args.before, args.after)]
+    for name, report in zip(("before", "after"), reports, strict=True):
+        counts = ", ".join(f"{n} {o}" for o, n in sorted(Counter(t["outcome"] for t in report["tests"]).items()))
+        print(f"{name}: {len(report['tests'])} tests: {counts}")
+    before, after = (outcomes(report) for report in reports)
     lines, added = differences(before, after, tuple(args.new_ok))
     if added:
         print(f"added on purpose ({', '.join(args.new_ok)}): {added}")

@@ -10,14 +10,16 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "same_outcomes.py"
 
 
-def _report(path: Path, tests: list[tuple[str, int | None, str]]) -> Path:
-    rows = [{"nodeid": n, "gpu": None if g is None else {"index": g}, "outcome": o} for n, g, o in tests]
+def _report(path: Path, tests: list[tuple[str, int | None, str]], work: str = "per-gpu") -> Path:
+    rows = [{"nodeid": n, "gpu": None if g is None else {"index": g}, "outcome": o, "work": work} for n, g, o in tests]
     path.write_text(json.dumps({"tests": rows}))
     return path
 
 
-def _compare(tmp_path: Path, before: list, after: list, *extra: str) -> subprocess.CompletedProcess[str]:
-    a, b = _report(tmp_path / "a.json", before), _report(tmp_path / "b.json", after)
+def _compare(
+    tmp_path: Path, before: list, after: list, *extra: str, work: str = "per-gpu"
+) -> subprocess.CompletedProcess[str]:
+    a, b = _report(tmp_path / "a.json", before, work), _report(tmp_path / "b.json", after, work)
     return subprocess.run([sys.executable, str(SCRIPT), str(a), str(b), *extra], capture_output=True, text=True)
 
 
@@ -45,3 +47,10 @@ def test_a_test_lost_or_added_is_named_unless_added_on_purpose(tmp_path):
     assert done.returncode == 1
     assert "only before: t.py::gone: passed" in done.stdout
     assert "only after" not in done.stdout and "added on purpose (new.py): 1" in done.stdout
+
+
+def test_a_shared_test_placed_on_another_gpu_is_the_same_but_its_outcome_still_counts(tmp_path):
+    moved = _compare(tmp_path, [("t.py::s", 0, "passed")], [("t.py::s", 1, "passed")], work="shared")
+    assert moved.returncode == 0, moved.stdout
+    failed = _compare(tmp_path, [("t.py::s", 0, "passed")], [("t.py::s", 1, "failed")], work="shared")
+    assert failed.returncode == 1 and "changed: t.py::s: passed -> failed" in failed.stdout
