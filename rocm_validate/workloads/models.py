@@ -39,6 +39,19 @@ class ModelSpec:
         return dict(self.full if scale == "full" else self.tiny)
 
 
+# The CPU stand-in of the Llama shapes: a CI-sized decoder with the same GQA and SwiGLU layout.
+_TINY_LLAMA: dict[str, Any] = dict(
+    vocab_size=1024,
+    hidden_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    intermediate_size=896,
+    max_position_embeddings=512,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+)
+
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
@@ -99,18 +112,7 @@ MODELS: dict[str, ModelSpec] = {
                 rms_norm_eps=1e-5,
                 tie_word_embeddings=False,
             ),
-            tiny=dict(
-                vocab_size=1024,
-                hidden_size=256,
-                num_hidden_layers=2,
-                num_attention_heads=8,
-                num_key_value_heads=2,
-                intermediate_size=896,
-                max_position_embeddings=512,
-                rope_theta=500000.0,
-                rms_norm_eps=1e-5,
-                tie_word_embeddings=False,
-            ),
+            tiny={**_TINY_LLAMA, "rope_theta": 500000.0},
             seq_len={"full": 4096, "tiny": 128},
         ),
         ModelSpec(  # MLPerf llama2_70b_lora's base model (its layers, as many as a step needs)
@@ -127,17 +129,7 @@ MODELS: dict[str, ModelSpec] = {
                 rms_norm_eps=1e-5,
                 tie_word_embeddings=False,
             ),
-            tiny=dict(
-                vocab_size=1024,
-                hidden_size=256,
-                num_hidden_layers=2,
-                num_attention_heads=8,
-                num_key_value_heads=2,
-                intermediate_size=896,
-                max_position_embeddings=512,
-                rms_norm_eps=1e-5,
-                tie_word_embeddings=False,
-            ),
+            tiny=_TINY_LLAMA,
             seq_len={"full": 4096, "tiny": 128},
         ),
     )
