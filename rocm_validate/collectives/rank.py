@@ -22,8 +22,9 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -256,49 +257,101 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, library: s
     return 0 if outcome.passed else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    env = os.environ
+class _Timed(Protocol):
+    @property
+    def timeout_s(self) -> float: ...
+
+
+PlanT = TypeVar("PlanT", bound=_Timed)
+
+
+@dataclass(frozen=True)
+class Member(Generic[PlanT]):
+    """This process's place in a world it joined: its rank, the library, its device, its plan and
+    the world's TCPStore."""
+
+    rank: int
+    world: int
+    local_rank: int
+    library: str
+    device: torch.device
+    plan: PlanT
+    store: Any  # torch.distributed.TCPStore
+
+
+def join(
+    program: str, backend: str, plan_for: Callable[[bool], PlanT], env: Mapping[str, str], *, bind_device: bool
+) -> Member[PlanT] | None:
+    """Join the world torchrun (or this project's launcher) described in `env`, as `program`
+    ('collectives', 'training steps'); `plan_for(nccl)` parses the program's plan. None, with the
+    reason on stderr, when the environment, the plan or the rendezvous is wrong (exit EXIT_USAGE).
+    `bind_device` hands the rank's GPU to the process group (eager NCCL communicators)."""
     try:
         rank, world, local_rank, address, port = world_from_env(env)
-        library = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
-        plan = plan_from_arguments(args, library == "nccl")
+        library = backend if backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
+        plan = plan_for(library == "nccl")
         device = rank_device(library, local_rank)
     except ValueError as exc:
-        print(f"rocm-validate collectives: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        print(f"rocm-validate {program}: {exc}", file=sys.stderr)
+        return None
+    timeout = timedelta(seconds=plan.timeout_s)
     try:
         dist.init_process_group(
-            library, init_method="env://", rank=rank, world_size=world, timeout=timedelta(seconds=plan.timeout_s)
+            library,
+            init_method="env://",
+            rank=rank,
+            world_size=world,
+            timeout=timeout,
+            device_id=device if bind_device and device.type == "cuda" else None,
         )
-        store = dist.TCPStore(address, port, is_master=False, timeout=timedelta(seconds=plan.timeout_s))
+        store = dist.TCPStore(address, port, is_master=False, timeout=timeout)
     except Exception as exc:
         print(
-            f"rocm-validate collectives: rank {rank} of {world} could not join the rendezvous at {address}:{port} within "
+            f"rocm-validate {program}: rank {rank} of {world} could not join the rendezvous at {address}:{port} within "
             f"{plan.timeout_s:g} s ({one_line(exc)}). Check MASTER_ADDR / MASTER_PORT (torchrun: --rdzv-endpoint), "
             f"that the port is open between the nodes, and that all {world} ranks were started",
             file=sys.stderr,
         )
+        return None
+    return Member(rank, world, local_rank, library, device, plan, store)
+
+
+def leave(member: Member[Any], result: Mapping[str, Any], prefix: str, code: Callable[[], int]) -> int:
+    """Publish this rank's result, then its exit status (`code()`, the world's verdict where this
+    rank writes it); a rank whose group broke exits at once, since a broken group can hang in
+    teardown and its result is already published."""
+    member.store.set(result_key(prefix, member.rank), json.dumps(result))
+    status = code()
+    sys.stdout.flush()
+    if result["error"]:
+        os._exit(status)
+    dist.destroy_process_group()
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    env = os.environ
+    member = join("collectives", args.backend, lambda nccl: plan_from_arguments(args, nccl), env, bind_device=False)
+    if member is None:
         return EXIT_USAGE
-    prefix = store_prefix(env)
+    prefix, device = store_prefix(env), member.device
     facts = {
-        "rank": rank,
-        "world": world,
-        "local_rank": local_rank,
+        "rank": member.rank,
+        "world": member.world,
+        "local_rank": member.local_rank,
         "host": socket.gethostname(),
         "device": str(device),
-        "backend": library,
+        "backend": member.library,
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         facts["device_name"] = str(props.name)
         if getattr(props, "uuid", None) is not None:
             facts["uuid"] = str(props.uuid)
-    result = Rank(plan, rank, world, device, store, prefix).run(facts)
-    store.set(result_key(prefix, rank), json.dumps(result))
-    code = verdict(args.out, rank, store, prefix, world, library, plan.timeout_s) if args.out else 0
-    sys.stdout.flush()
-    if result["error"]:
-        os._exit(code)  # a broken group can hang in teardown; this rank's result is already published
-    dist.destroy_process_group()
-    return code
+    result = Rank(member.plan, member.rank, member.world, device, member.store, prefix).run(facts)
+
+    def world_verdict() -> int:
+        return verdict(args.out, member.rank, member.store, prefix, member.world, member.library, member.plan.timeout_s)
+
+    return leave(member, result, prefix, world_verdict if args.out else lambda: 0)

@@ -7,12 +7,9 @@ exits with the world's verdict, rank 0 writing the report.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import sys
 import time
-from datetime import timedelta
 from typing import Any
 
 # Deterministic cuBLAS for the fp32 parity check: set before the first CUDA call.
@@ -25,12 +22,11 @@ from rocm_validate.collectives import steps as verdicts
 from rocm_validate.collectives.rank import (
     EXIT_USAGE,
     gather,
+    join,
+    leave,
     one_line,
     progress_key,
-    rank_device,
-    result_key,
     store_prefix,
-    world_from_env,
 )
 from rocm_validate.collectives.steps import PARITY_STEPS, StepsPlan, parser, plan_from_arguments
 from rocm_validate.workloads import sharded
@@ -327,43 +323,18 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     env = os.environ
-    try:
-        rank, world, local_rank, address, port = world_from_env(env)
-        library = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
-        plan = plan_from_arguments(args, library == "nccl")
-        device = rank_device(library, local_rank)
-    except ValueError as exc:
-        print(f"rocm-validate training steps: {exc}", file=sys.stderr)
+    member = join("training steps", args.backend, lambda nccl: plan_from_arguments(args, nccl), env, bind_device=True)
+    if member is None:
         return EXIT_USAGE
-    try:
-        dist.init_process_group(
-            library,
-            init_method="env://",
-            rank=rank,
-            world_size=world,
-            timeout=timedelta(seconds=plan.timeout_s),
-            device_id=device if device.type == "cuda" else None,
-        )
-        store = dist.TCPStore(address, port, is_master=False, timeout=timedelta(seconds=plan.timeout_s))
-    except Exception as exc:
-        print(
-            f"rocm-validate training steps: rank {rank} of {world} could not join the rendezvous at {address}:{port} "
-            f"({one_line(exc)}); check MASTER_ADDR / MASTER_PORT and that all {world} ranks were started",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+    rank, world, device, plan, store = member.rank, member.world, member.device, member.plan, member.store
     prefix = store_prefix(env) + "training/"
     facts: dict[str, Any] = {"rank": rank, "world": world, "host": socket.gethostname(), "device": str(device)}
     if device.type == "cuda":
         facts["device_name"] = str(torch.cuda.get_device_properties(device).name)
     result = TrainingRank(plan, rank, world, device, store, prefix).run(facts)
-    store.set(result_key(prefix, rank), json.dumps(result))
-    code = verdict(args.out, rank, store, prefix, world, plan.timeout_s) if args.out else 0
-    sys.stdout.flush()
-    if result["error"]:
-        os._exit(code)
-    dist.destroy_process_group()
-    return code
+    return leave(
+        member, result, prefix, lambda: verdict(args.out, rank, store, prefix, world, plan.timeout_s) if args.out else 0
+    )
 
 
 if __name__ == "__main__":
