@@ -5,56 +5,21 @@ every rank's results, including the failures of a rank on the other node."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from torchrun_nodes import two_nodes
 
 from rocm_validate.collectives.busbw import EVERY_COLLECTIVE
 
 QUICK = ("--sizes", "4KiB", "--iters", "2", "--rounds", "2", "--warmup", "0", "--p2p-size", "4KiB", "--timeout", "30")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _two_nodes(tmp_path: Path, *extra: str) -> tuple[list[int], dict, str]:
-    """Start two torchrun agents (--nnodes 2, one process each) and wait for both."""
-    torchrun = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        "2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{_free_port()}",
-        "--rdzv-id",
-        "rocm-validate-test",
-        "-m",
-        "rocm_validate.collectives",
-        "--out",
-        str(tmp_path / "report.json"),
-        *QUICK,
-        *extra,
-    ]
-    logs = [tmp_path / f"node{n}.log" for n in range(2)]
-    agents = [subprocess.Popen(torchrun, stdout=log.open("w"), stderr=subprocess.STDOUT) for log in logs]
-    try:
-        codes = [agent.wait(timeout=180) for agent in agents]
-    finally:
-        for agent in agents:
-            if agent.poll() is None:
-                agent.kill()
-                agent.wait()
-    output = "\n".join(log.read_text() for log in logs)
+    """The collectives under two torchrun agents (one process each); rank 0 writes the report."""
     report = tmp_path / "report.json"
+    codes, output = two_nodes(tmp_path, ["rocm_validate.collectives", "--out", str(report), *QUICK, *extra], 180)
     assert report.exists(), output[-3000:]
     return codes, json.loads(report.read_text()), output
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from torchrun_nodes import two_nodes
 
 from rocm_validate.collectives.launch import run_ranks
 from rocm_validate.collectives.plan import cpu_world
@@ -30,30 +28,11 @@ from rocm_validate.collectives.steps import (
 PARITY_ONLY = dataclasses.replace(CPU_STEPS, jobs=("parity",))
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_two_torchrun_nodes_compute_what_one_rank_computes_in_fp32_and_bf16(tmp_path: Path) -> None:
     """One gloo rank per torchrun agent, meeting through torchrun's c10d rendezvous, as across nodes."""
     out = tmp_path / "report.json"
-    command = [
-        *(sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"),
-        *("--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", "steps-test"),
-        *("-m", "rocm_validate.collectives.training", "--jobs", "parity", "--out", str(out)),
-    ]
-    logs = [tmp_path / f"node{n}.log" for n in range(2)]
-    agents = [subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT) for log in logs]
-    try:
-        codes = [agent.wait(timeout=240) for agent in agents]
-    finally:
-        for agent in agents:
-            if agent.poll() is None:
-                agent.kill()
-                agent.wait()
-    output = "\n".join(log.read_text() for log in logs)
+    program = ["rocm_validate.collectives.training", "--jobs", "parity", "--out", str(out)]
+    codes, output = two_nodes(tmp_path, program, 240)
     assert codes == [0, 0] and out.exists(), output[-3000:]
     report = json.loads(out.read_text())
     assert report["passed"] and [r["rank"] for r in report["results"]] == [0, 1], report["verdicts"]
