@@ -283,6 +283,16 @@ def _rms_norm_golden(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * weight
 
 
+def _rms_norm_block_golden(inputs: Tensors, extra: dict[str, Any]) -> torch.Tensor:
+    """The RMSNorm blocks' (torch's and Llama's) float64 definition."""
+    return _rms_norm_golden(inputs["x"], inputs["weight"], extra["eps"])
+
+
+def _rms_norm_block_magnitude(inputs: Tensors, out: torch.Tensor, extra: dict[str, Any]) -> torch.Tensor:
+    """The RMSNorm blocks' error magnitude: no bias, no centring."""
+    return _norm_magnitude(inputs["x"], inputs["weight"], None, extra["eps"], centred=False)
+
+
 def _norm_magnitude(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -571,10 +581,8 @@ BLOCKS: dict[str, Block] = {
             name="rms_norm",
             draw=partial(_draw_norm, with_bias=False),
             candidate=_rms_norm,
-            golden=lambda inputs, extra: _rms_norm_golden(inputs["x"], inputs["weight"], extra["eps"]),
-            magnitude=lambda inputs, out, extra: _norm_magnitude(
-                inputs["x"], inputs["weight"], None, extra["eps"], centred=False
-            ),
+            golden=_rms_norm_block_golden,
+            magnitude=_rms_norm_block_magnitude,
             terms=_row_length,
             grad_terms=_token_count,
             grad_magnitude=partial(_norm_grad_magnitude, centred=False),
@@ -586,10 +594,8 @@ BLOCKS: dict[str, Block] = {
             name="llama_rms_norm",
             draw=partial(_draw_norm, with_bias=False),
             candidate=_llama_rms_norm,
-            golden=lambda inputs, extra: _rms_norm_golden(inputs["x"], inputs["weight"], extra["eps"]),
-            magnitude=lambda inputs, out, extra: _norm_magnitude(
-                inputs["x"], inputs["weight"], None, extra["eps"], centred=False
-            ),
+            golden=_rms_norm_block_golden,
+            magnitude=_rms_norm_block_magnitude,
             terms=_row_length,
             grad_terms=_token_count,
             grad_magnitude=partial(_norm_grad_magnitude, centred=False),
