@@ -44,12 +44,17 @@ class TrainingRank:
         self.plan, self.rank, self.world, self.device = plan, rank, world, device
         self.store, self.prefix = store, prefix
         self.at: str | None = None
+        self.phase_s: dict[str, float] = {}  # each phase's wall seconds on this rank, to see where the time goes
+        self._since = time.perf_counter()
         self.gpu = device.type == "cuda"
         self.group = dist.group.WORLD
         self.alone = sharded.world_of_one()
 
     def enter(self, label: str) -> None:
-        self.at = label
+        now = time.perf_counter()
+        if self.at is not None:
+            self.phase_s[self.at] = round(now - self._since, 3)
+        self.at, self._since = label, now
         self.store.set(progress_key(self.prefix, self.rank), label)
 
     def sync(self) -> None:
@@ -218,6 +223,7 @@ class TrainingRank:
             self.enter("done")
         except Exception as exc:
             result["error"], result["at"] = one_line(exc), self.at
+        result["phase_s"] = self.phase_s
         return result
 
 
