@@ -52,9 +52,9 @@ def provenance(report: Mapping[str, Any], commit: str) -> dict[str, Any]:
 
 def decide(old: Mapping[str, Any] | None, new: BaselineEntry) -> UpdateDecision:
     """What the run did with a measurement it recorded: fold into the same stack's entry, else start over."""
-    if old is not None and (old["unit"], old["better"]) == (new.unit, new.better):
-        if same_stack(old.get("provenance") or {}, new.provenance):
-            return UpdateDecision("write", Verdict.FOLDED, "folded", fold(old, new))
+    same_unit = old is not None and (old["unit"], old["better"]) == (new.unit, new.better)
+    if old is not None and same_unit and same_stack(old.get("provenance") or {}, new.provenance):
+        return UpdateDecision("write", Verdict.FOLDED, "folded", fold(old, new))
     return UpdateDecision("write", Verdict.UPDATED, "recorded", replace(new, runs=(new.run(),)))
 
 
