@@ -372,26 +372,26 @@ def _spread(seconds: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class Speedup:
-    """How many times the candidate job's tokens/s/GPU the reference job's is, in one run, on the
+    """How many times the candidate job's tokens/s/GPU the default job's is, in one run, on the
     same layers, sequence length and per-GPU batch; its noise, the two step times' spreads combined."""
 
     candidate: str
-    reference: str
+    default: str
     value: float
     dispersion: float | None
 
 
-def speedup(candidate: str, reference: str, results: Sequence[Mapping[str, object]]) -> Speedup | None:
-    """`candidate`'s step rate over `reference`'s, or None unless both ran (not skipped) on the
+def speedup(candidate: str, default: str, results: Sequence[Mapping[str, object]]) -> Speedup | None:
+    """`candidate`'s step rate over `default`'s, or None unless both ran (not skipped) on the
     same shape: a ratio of different shapes says nothing about either."""
-    fast_part, base_part = results[0].get(candidate), results[0].get(reference)
+    fast_part, base_part = results[0].get(candidate), results[0].get(default)
     if not isinstance(fast_part, Mapping) or not isinstance(base_part, Mapping):
         return None
     if "skipped" in fast_part or "skipped" in base_part:
         return None
     if any(fast_part.get(key) != base_part.get(key) for key in ("layers", "seq_len", "batch")):
         return None
-    fast, base = throughput(candidate, results), throughput(reference, results)
+    fast, base = throughput(candidate, results), throughput(default, results)
     a, b = fast.dispersion, base.dispersion
     dispersion = math.hypot(a, b) if a is not None and b is not None else None
-    return Speedup(candidate, reference, fast.per_gpu_rate / base.per_gpu_rate, dispersion)
+    return Speedup(candidate, default, fast.per_gpu_rate / base.per_gpu_rate, dispersion)
