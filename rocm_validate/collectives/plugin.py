@@ -30,7 +30,7 @@ from rocm_validate.collectives.plan import (
     plan_for,
     world_skip_reason,
 )
-from rocm_validate.collectives.steps import Plant, StepsPlan
+from rocm_validate.collectives.steps import Plant, StepsPlan, chosen_jobs
 from rocm_validate.collectives.steps import plan_for as steps_plan_for
 from rocm_validate.core import options
 from rocm_validate.core.categorize import fail_as
@@ -194,6 +194,9 @@ def collectives(
 # Negative controls of the training steps (steps.py `Plant`), comma-separated: grad:1:1.01 (rank 1's
 # gradient contribution 1% off), slow:1:5 (rank 1's all-gathers 5 ms late).
 PLANTS_VARIABLE = "ROCM_VALIDATE_TRAINING_PLANTS"
+# The training steps' jobs to run, comma-separated (steps.py JOBS; the level's by default), e.g.
+# fsdp,fsdp-float8 to record the Float8 step's baselines without the level's other jobs.
+JOBS_VARIABLE = "ROCM_VALIDATE_TRAINING_JOBS"
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,10 @@ class StepsRun:
         """Every rank's result, or a failure naming the rank that died, hung or stopped before
         finishing `job` (a later job's failure leaves it standing)."""
         __tracebackhide__ = True
+        if job not in self.plan.jobs:
+            pytest.skip(
+                f"the {job} step is not among this run's jobs ({', '.join(self.plan.jobs)}; {JOBS_VARIABLE} sets them)"
+            )
         complete = [r for r in self.results if r is not None and job in r]
         if len(complete) != self.world.size:
             reasons = list(self.problems) + [
@@ -241,6 +248,9 @@ def training_steps(
     timeout_s = state.part(CollectiveSettings).timeout_s
     if timeout_s is not None:
         plan = replace(plan, timeout_s=timeout_s)
+    jobs = os.environ.get(JOBS_VARIABLE, "")
+    if jobs:
+        plan = replace(plan, jobs=chosen_jobs(jobs, JOBS_VARIABLE))
     plants = os.environ.get(PLANTS_VARIABLE, "")
     if plants:
         plan = replace(plan, plants=tuple(Plant.parse(p) for p in plants.split(",") if p.strip()))

@@ -14,6 +14,10 @@ process group, the jobs of its plan:
   with fp32 reduction, timed on the group and alone on each rank (a group of one, the same
   per-GPU batch): tokens/s/GPU, model TFLOP/s, peak memory, the scaling efficiency, and how
   long each rank waited in FSDP's all-gathers (the rank the others wait for waits least).
+* `fsdp-float8`: the same step with torchao's Float8 training (tensor-wise scaling, the FP8
+  all-gather of the weights) in every decoder layer, each layer under torch.compile: the same
+  metrics, and its tokens/s/GPU over the `fsdp` step's of the same run (`fp8_speedup`); the
+  extended level, GPUs only (skipped, saying so, without torchao or native FP8).
 * `ddp`: MLPerf's BERT-L with DDP, timed the same way: samples/s/GPU and scaling efficiency
   (the extended level).
 * `lora`: MLPerf llama2_70b_lora's shape (width 8192, GQA 64/8, `layers` layers, a frozen bf16 base,
@@ -36,11 +40,13 @@ difference is orders of magnitude below it (docs/perf.md, "Training over the nod
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-JOBS = ("parity", "fsdp", "ddp", "lora")
+JOBS = ("parity", "fsdp", "fsdp-float8", "ddp", "lora")
+TIMED_JOBS = JOBS[1:]  # the jobs timed on the group and alone (`Throughput`)
 PARITY_STEPS = 5
 FP32_UNIT_ROUNDOFF = 2.0**-24
 # bf16 mixed precision (bf16 parameters and activations, fp32 reduction) against the same on one
@@ -148,7 +154,8 @@ class StepsPlan:
 # steps alone and on the group (with 2 and 5 a cold step alone differed by up to 23% between the two
 # H200s of one host). The DDP BERT-L step is at the extended level: at 16 x 512 and 8 steps its
 # rounds spread 7-24% on 2 x H200 (the gate refused it as a baseline), so it needs a longer window;
-# so is the LoRA step (the standard level's node run is already past its 5 minutes).
+# so are the LoRA step and the Float8 step, whose torch.compile costs a cold compile (the standard level's
+# node run is already past its 5 minutes).
 STANDARD_JOBS = ("parity", "fsdp")
 GPU_STEPS = StepsPlan(
     jobs=STANDARD_JOBS, scale="full", layers=2, batch=2, seq_len=4096, bert_batch=16, warmup=4, steps=8, timeout_s=120.0
@@ -162,7 +169,7 @@ CPU_STEPS = StepsPlan(
 
 
 def plan_for(library: str, level: str) -> StepsPlan:
-    """The steps of a world at a level: the GPU or CPU sizes, DDP BERT-L at extended only."""
+    """The steps of a world at a level: the GPU or CPU sizes, DDP BERT-L, LoRA and Float8 at extended only."""
     if library == "nccl":
         return EXTENDED_GPU_STEPS if level == "extended" else GPU_STEPS
     return replace(CPU_STEPS, jobs=JOBS) if level == "extended" else CPU_STEPS
@@ -171,26 +178,33 @@ def plan_for(library: str, level: str) -> StepsPlan:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m rocm_validate.collectives.training",
-        description="Run the node's training steps (FSDP2 Llama, DDP BERT-L, the N-rank vs one-rank parity check) "
+        description="Run the node's training steps (FSDP2 Llama in bf16 and Float8, DDP BERT-L, LoRA, the N-rank vs "
+        "one-rank parity check) "
         "as one rank of a torch.distributed world (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from "
         "the environment, as torchrun sets them). Rank 0 gathers every rank's results and writes --out.",
     )
     p.add_argument("--out", help="rank 0 writes the JSON report here (every rank's results and the verdicts)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     p.add_argument("--level", choices=("quick", "standard", "extended"), default="standard")
-    p.add_argument("--jobs", default=None, help=f"comma-separated: {', '.join(JOBS)}")
+    p.add_argument("--jobs", default=None, help=f"comma-separated, the level's by default: {', '.join(JOBS)}")
     for name in ("scale", "layers", "batch", "seq-len", "bert-batch", "warmup", "steps", "timeout"):
         p.add_argument(f"--{name}", default=None)
     p.add_argument("--plant", action="append", default=[], help="negative control: grad:RANK:FACTOR or slow:RANK:MS")
     return p
 
 
-def plan_from_arguments(args: argparse.Namespace, gpu: bool) -> StepsPlan:
-    base = plan_for("nccl" if gpu else "gloo", args.level)
-    jobs = tuple(j.strip() for j in args.jobs.split(",") if j.strip()) if args.jobs else base.jobs
+def chosen_jobs(text: str, where: str) -> tuple[str, ...]:
+    """Comma-separated job names, checked (ValueError naming `where` and the known jobs)."""
+    jobs = tuple(j.strip() for j in text.split(",") if j.strip())
     unknown = [j for j in jobs if j not in JOBS]
     if unknown or not jobs:
-        raise ValueError(f"--jobs: unknown {', '.join(unknown) or 'empty list'}; known: {', '.join(JOBS)}")
+        raise ValueError(f"{where}: unknown {', '.join(unknown) or 'empty list'}; known: {', '.join(JOBS)}")
+    return jobs
+
+
+def plan_from_arguments(args: argparse.Namespace, gpu: bool) -> StepsPlan:
+    base = plan_for("nccl" if gpu else "gloo", args.level)
+    jobs = chosen_jobs(args.jobs, "--jobs") if args.jobs else base.jobs
 
     def whole(name: str, default: int) -> int:
         value = getattr(args, name.replace("-", "_"))
@@ -354,3 +368,30 @@ def _spread(seconds: Sequence[float]) -> float | None:
         return None
     quartiles = statistics.quantiles(seconds, n=4, method="inclusive")
     return (quartiles[2] - quartiles[0]) / statistics.median(seconds)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """How many times the candidate job's tokens/s/GPU the default job's is, in one run, on the
+    same layers, sequence length and per-GPU batch; its noise, the two step times' spreads combined."""
+
+    candidate: str
+    default: str
+    value: float
+    dispersion: float | None
+
+
+def speedup(candidate: str, default: str, results: Sequence[Mapping[str, object]]) -> Speedup | None:
+    """`candidate`'s step rate over `default`'s, or None unless both ran (not skipped) on the
+    same shape: a ratio of different shapes says nothing about either."""
+    fast_part, base_part = results[0].get(candidate), results[0].get(default)
+    if not isinstance(fast_part, Mapping) or not isinstance(base_part, Mapping):
+        return None
+    if "skipped" in fast_part or "skipped" in base_part:
+        return None
+    if any(fast_part.get(key) != base_part.get(key) for key in ("layers", "seq_len", "batch")):
+        return None
+    fast, base = throughput(candidate, results), throughput(default, results)
+    a, b = fast.dispersion, base.dispersion
+    dispersion = math.hypot(a, b) if a is not None and b is not None else None
+    return Speedup(candidate, default, fast.per_gpu_rate / base.per_gpu_rate, dispersion)

@@ -29,7 +29,11 @@ from rocm_validate.collectives.rank import (
     store_prefix,
 )
 from rocm_validate.collectives.steps import PARITY_STEPS, StepsPlan, parser, plan_from_arguments
-from rocm_validate.workloads import sharded
+from rocm_validate.core.requirements import fp8_recipe_skip_reason, library_skip_reason
+from rocm_validate.errors import LibraryMissing
+from rocm_validate.platform import devices
+from rocm_validate.platform.devices import DeviceInfo
+from rocm_validate.workloads import fp8_recipes, sharded
 from rocm_validate.workloads.models import causal_batch
 
 GIB = 1024**3
@@ -118,12 +122,25 @@ class TrainingRank:
 
     def fsdp(self) -> dict[str, Any]:
         """The Llama-3.1-8B-shaped step alone (a group of one), then sharded over the world."""
+        return self._sharded("fsdp")
+
+    def fsdp_float8(self) -> dict[str, Any]:
+        """The same step with torchao's Float8 linears and FP8 all-gather in every decoder layer,
+        each layer compiled (`sharded.float8_layers` says why); a skip (need vs found) where the
+        device has no FP8 GEMM, is not a GPU, or torchao is not installed."""
+        device = _device_info(self.device)
+        reason = fp8_recipe_skip_reason(device, sharded.FLOAT8_RECIPE) or _torchao_missing()
+        if reason:
+            return {"skipped": reason}
+        return {**self._sharded("fsdp-float8", device.fp8_formats), "fp8_formats": list(device.fp8_formats)}
+
+    def _sharded(self, job: str, float8: tuple[str, ...] = ()) -> dict[str, Any]:
         plan = self.plan
-        self.enter("fsdp alone")
-        solo_s, _, _ = self._timed(self._llama(self.alone), plan.batch)
-        self.enter("fsdp group")
+        self.enter(f"{job} alone")
+        solo_s, _, _ = self._timed(self._llama(self.alone, float8=float8), plan.batch)
+        self.enter(f"{job} group")
         waits = _GatherWaits(self.device, plan.plant("slow", self.rank))
-        group_s, peak, step = self._timed(self._llama(self.group, waits), plan.batch, waits)
+        group_s, peak, step = self._timed(self._llama(self.group, waits, float8), plan.batch, waits)
         return {
             "group_s": group_s,
             "solo_s": solo_s,
@@ -180,9 +197,13 @@ class TrainingRank:
     def _lora(self, group: Any) -> sharded.ShardedStep:
         return sharded.lora_llama(self.plan.scale, self.plan.layers, self.plan.seq_len, self.device, group)
 
-    def _llama(self, group: Any, waits: _GatherWaits | None = None) -> sharded.ShardedStep:
+    def _llama(
+        self, group: Any, waits: _GatherWaits | None = None, float8: tuple[str, ...] = ()
+    ) -> sharded.ShardedStep:
         plan = self.plan
-        step = sharded.sharded_llama(plan.scale, plan.layers, plan.seq_len, self.device, group, mixed=True)
+        step = sharded.sharded_llama(
+            plan.scale, plan.layers, plan.seq_len, self.device, group, mixed=True, float8=float8
+        )
         if waits is not None:
             waits.install(step.model)
         return step
@@ -216,6 +237,8 @@ class TrainingRank:
                 result["parity"] = {precision: self.parity(precision) for precision in ("fp32", "bf16")}
             if "fsdp" in self.plan.jobs:
                 result["fsdp"] = self.fsdp()
+            if "fsdp-float8" in self.plan.jobs:
+                result["fsdp-float8"] = self.fsdp_float8()
             if "ddp" in self.plan.jobs:
                 result["ddp"] = self.ddp()
             if "lora" in self.plan.jobs:
@@ -225,6 +248,21 @@ class TrainingRank:
             result["error"], result["at"] = one_line(exc), self.at
         result["phase_s"] = self.phase_s
         return result
+
+
+def _device_info(device: torch.device) -> DeviceInfo:
+    """This rank's device as the suites describe it (its FP8 formats, its `_scaled_mm`)."""
+    if device.type == "cuda":
+        return devices.discover_gpus(torch, os.environ)[device.index or 0]
+    return devices.discover_cpu(torch, os.environ)
+
+
+def _torchao_missing() -> str | None:
+    try:
+        fp8_recipes.import_library("torchao.float8")
+    except LibraryMissing as missing:
+        return library_skip_reason(missing, "train with Float8 linears")
+    return None
 
 
 class _GatherWaits:
@@ -307,8 +345,10 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
             for precision in ("fp32", "bf16"):
                 check = verdicts.parity(precision, complete, labels)
                 lines.append(("passed " if check.passed else "FAILED ") + check.message())
-        for job in ("fsdp", "ddp", "lora"):
-            if job in complete[0] and "skipped" not in complete[0][job]:
+        for job in verdicts.TIMED_JOBS:
+            if job in complete[0] and "skipped" in complete[0][job]:
+                lines.append(f"{job}: skipped: {complete[0][job]['skipped']}")
+            elif job in complete[0]:
                 t = verdicts.throughput(job, complete)
                 lines.append(
                     f"{job}: {t.per_gpu_rate:.1f} per GPU per s on {world} ranks, {t.tflops_per_gpu:.1f} TFLOP/s per GPU, "
@@ -317,6 +357,9 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
                 straggler = t.straggler(labels)
                 if straggler:
                     lines.append("FAILED " + straggler)
+        gain = verdicts.speedup("fsdp-float8", "fsdp", complete)
+        if gain is not None:
+            lines.append(f"fsdp-float8: {gain.value:.3f}x the fsdp step's tokens/s per GPU (fp8_speedup)")
     passed = not problems and not any(line.startswith("FAILED") for line in lines)
     if rank == 0:
         report = {"schema": verdicts.SCHEMA_ID, "results": results, "verdicts": lines, "passed": passed}

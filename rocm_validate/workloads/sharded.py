@@ -2,7 +2,8 @@
 (`fully_shard` per decoder layer, then the root; bf16 parameters and fp32 gradient reduction in
 mixed precision), BERT replicated with DistributedDataParallel (gradient buckets, fused AdamW,
 bf16 autocast), as torchtitan and MLPerf's BERT run them, and MLPerf llama2_70b_lora's shape: a
-frozen bf16 Llama-2-70B-wide base with peft's LoRA adapters on the attention, sharded.
+frozen bf16 Llama-2-70B-wide base with peft's LoRA adapters on the attention, sharded. The sharded
+Llama can train with torchao's Float8 linears and FP8 all-gather, as torchtitan's Float8 runs do.
 
 A step here is what each rank runs: forward on its own slice of the global batch, backward (the
 reduce-scatter of FSDP or the bucketed all-reduce of DDP averages the gradients over the group),
@@ -16,6 +17,7 @@ gradient stands out against a peer's computation of the same micro-batch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rocm_validate.workloads import fp8_recipes
 from rocm_validate.workloads.models import ModelBuild, build_model
 
 
@@ -35,6 +38,7 @@ class ShardedStep:
     optimizer: Any
     autocast: bool  # DDP steps under bf16 autocast; FSDP's mixed precision casts the parameters itself
     loss_scale: float = 1.0  # a planted fault: this rank's gradient off by this factor
+    after_optimizer: Callable[[Any], None] | None = None  # run on the model after each optimizer step
 
     def loss(self, batch: dict[str, Any]) -> Any:
         device_type = self.build.device.type
@@ -46,6 +50,8 @@ class ShardedStep:
         loss = self.loss(batch)
         (loss * self.loss_scale if self.loss_scale != 1.0 else loss).backward()
         self.optimizer.step()
+        if self.after_optimizer is not None:
+            self.after_optimizer(self.model)
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
@@ -84,9 +90,11 @@ def sharded_llama(
     mixed: bool,
     optimizer: str = "adamw",
     attn_implementation: str = "sdpa",
+    float8: tuple[str, ...] = (),
 ) -> ShardedStep:
     """The Llama-3.1-8B-shaped decoder (`scale` full: width 4096, GQA 32/8, SwiGLU 14336, vocabulary
-    128256), `layers` deep, sharded over `group`, seeded alike on every rank."""
+    128256), `layers` deep, sharded over `group`, seeded alike on every rank; with `float8` (the
+    device's FP8 formats) each decoder layer trains with torchao's Float8 linears (`float8_layers`)."""
     build = build_model(
         "llama-3.1-8b",
         scale,
@@ -95,8 +103,44 @@ def sharded_llama(
         seq_len=seq_len,
         attn_implementation=attn_implementation,
     )
-    model = fully_sharded(build.model.train(), mesh_of(group, device), mixed)
-    return ShardedStep(build, model, _optimizer(model.parameters(), optimizer, device), autocast=False)
+    model = build.model.train()
+    after_optimizer = float8_layers(model, float8) if float8 else None
+    model = fully_sharded(model, mesh_of(group, device), mixed)
+    return ShardedStep(
+        build, model, _optimizer(model.parameters(), optimizer, device), autocast=False, after_optimizer=after_optimizer
+    )
+
+
+# torchao's tensor-wise recipe, the only scaling FSDP2's FP8 all-gather supports, as the node's step
+# runs it: on GPUs (on the CPU torchao's FP8 matmuls are emulated: a tiny 2-layer step took 22 s).
+FLOAT8_RECIPE = dataclasses.replace(
+    fp8_recipes.RECIPES["torchao-tensorwise"], name="torchao-tensorwise with FP8 all-gather", needs_gpu=True
+)
+
+
+def float8_layers(model: Any, formats: tuple[str, ...]) -> Callable[[Any], None]:
+    """Turn every decoder layer of a Llama model into torchao Float8 training before it is sharded,
+    as torchtitan's Float8 converter does: each nn.Linear of the layer a Float8Linear (dynamic
+    tensor-wise scaling in the device's `formats`) whose weight FSDP2 casts to FP8 before its
+    all-gather (`enable_fsdp_float8_all_gather`); the output layer (`lm_head`, outside the layers)
+    stays in high precision, as FP8 recipes keep it. Each layer is then put under torch.compile,
+    which fuses the casts and the amax reductions the eager Float8 step spends its gain on (torchao
+    and torchtitan: compile is required for competitive performance; torchtitan's published 8B
+    Float8 figure is compiled); the KV cache is switched off, since its per-layer index would
+    make the compiler recompile for every layer. Returns what to run after each optimizer step:
+    torchao's `precompute_float8_dynamic_scale_for_fsdp`, the weights' FP8 scales for the next
+    all-gathers computed in one all-reduce. LibraryMissing without torchao."""
+    float8 = fp8_recipes.import_library("torchao.float8")
+    config = dataclasses.replace(
+        fp8_recipes.torchao_config(FLOAT8_RECIPE.variant, formats), enable_fsdp_float8_all_gather=True
+    )
+    model.config.use_cache = False
+    blocks = model.model.layers
+    for index, layer in enumerate(blocks):
+        float8.convert_to_float8_training(layer, config=config)
+        blocks[index] = torch.compile(layer)
+    precompute: Callable[[Any], None] = float8.precompute_float8_dynamic_scale_for_fsdp
+    return precompute
 
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # MLPerf llama2_70b_lora: the attention projections

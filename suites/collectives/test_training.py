@@ -1,5 +1,5 @@
-"""The node trains: the Llama-3.1-8B-shaped decoder sharded with FSDP2 and BERT-L with DDP over
-every selected device (one rank per GPU, or gloo ranks on the CPU), each timed on the group and
+"""The node trains: the Llama-3.1-8B-shaped decoder sharded with FSDP2 (in bf16, and at the extended
+level with torchao's Float8 linears and FP8 all-gather) and BERT-L with DDP over every selected device (one rank per GPU, or gloo ranks on the CPU), each timed on the group and
 alone, and the N-rank step checked against the one-rank step on the same global batch and seed
 (rocm_validate/collectives/steps.py says how, with its error model).
 
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_validate.collectives.steps import parity, throughput
+from rocm_validate.collectives.steps import parity, speedup, throughput
 from rocm_validate.platform import peaks
 from rocm_validate.results.peers import PeerSample, compare
 
-MODELS = {"fsdp": "llama-3.1-8b", "ddp": "bert-large", "lora": "llama-2-70b-lora"}
-# DDP BERT-L and the LoRA step run at the extended level (steps.py STANDARD_JOBS).
-JOBS = ["fsdp", *(pytest.param(job, marks=pytest.mark.rocm_level("extended")) for job in ("ddp", "lora"))]
-UNITS = {"fsdp": "tokens/s", "ddp": "samples/s", "lora": "tokens/s"}
+MODELS = {"fsdp": "llama-3.1-8b", "fsdp-float8": "llama-3.1-8b", "ddp": "bert-large", "lora": "llama-2-70b-lora"}
+# The Float8 step, DDP BERT-L and the LoRA step run at the extended level (steps.py STANDARD_JOBS).
+EXTENDED_JOBS = ("fsdp-float8", "ddp", "lora")
+JOBS = ["fsdp", *(pytest.param(job, marks=pytest.mark.rocm_level("extended")) for job in EXTENDED_JOBS)]
+UNITS = {"fsdp": "tokens/s", "fsdp-float8": "tokens/s", "ddp": "samples/s", "lora": "tokens/s"}
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -39,9 +40,10 @@ def _prefix(training_steps, job: str, result: dict) -> str:
 
 @pytest.mark.parametrize("job", JOBS)
 def test_the_step_over_the_node_holds_its_baseline(training_steps, job, perf, rocm_device) -> None:
-    """Throughput per GPU, model TFLOP/s per GPU (its fraction of the bf16 peak is the MFU), peak
-    memory and the scaling efficiency against the same per-GPU batch alone, each against this
-    device's baseline for this many GPUs."""
+    """Throughput per GPU, model TFLOP/s per GPU (its fraction of the bf16 peak is the MFU, for the
+    Float8 step too, as torchtitan reports it), peak memory and the scaling efficiency against the
+    same per-GPU batch alone, each against this device's baseline for this many GPUs; the Float8
+    step's tokens/s/GPU over the bf16 step's of the same run too (`fp8_speedup`)."""
     results = training_steps.require(job)
     measured = throughput(job, results)
     prefix = _prefix(training_steps, job, results[0])
@@ -60,6 +62,18 @@ def test_the_step_over_the_node_holds_its_baseline(training_steps, job, perf, ro
     memory = [m for m in measured.peak_gib if m is not None]
     if memory:
         perf.record(f"{prefix}.peak_memory", max(memory), "GiB", "lower")
+    gain = speedup(job, "fsdp", results) if job == "fsdp-float8" else None
+    if gain is not None:
+        default = f"{_prefix(training_steps, 'fsdp', results[0])}.tokens_per_s_per_gpu"
+        perf.record(
+            f"{prefix}.fp8_speedup",
+            gain.value,
+            "x",
+            "higher",
+            dispersion=gain.dispersion,
+            samples=training_steps.plan.steps,
+            extra={"default": default},
+        )
 
 
 @pytest.mark.parametrize("job", JOBS)
