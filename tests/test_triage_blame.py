@@ -1,0 +1,147 @@
+"""A node-wide test (a collective over every GPU) that names the GPUs its failure points at: its
+result fails on those GPUs and passes on the others, so the verdict drains the GPU instead of
+rolling back the image; without a name, or naming every GPU, it stays every GPU's failure."""
+
+from __future__ import annotations
+
+import json
+
+import fake_node
+import pytest
+
+from rocm_validate.core.categorize import CategorizedFailure, blame_property, fail_as
+from rocm_validate.results.metrics import GpuRef
+from rocm_validate.results.report import REPORT_SCHEMA, check_records
+from rocm_validate.results.report import TestResult as Result
+from rocm_validate.results.triage import BLAME_PROPERTY, verdict
+
+NODE = [GpuRef(0, "0000:00:06.0"), GpuRef(1, "0000:00:07.0")]
+PARITY = "suites/collectives/test_training.py::test_parity[fp32]"
+
+
+def node_wide(blamed: tuple[int, ...] = (), category: str | None = "numerics", outcome: str = "failed") -> Result:
+    return Result(PARITY, suite="collectives", outcome=outcome, category=category, work="node-wide", blamed_gpus=blamed)
+
+
+def line(*results: Result) -> str:
+    return verdict(check_records(results, 0, NODE, "0000:00:06.0"))
+
+
+def test_a_node_wide_failure_blaming_one_gpu_drains_that_gpu_and_the_others_pass() -> None:
+    records = check_records([node_wide((1,))], 0, NODE, "0000:00:06.0")
+    assert [(r.gpu, r.category, r.bdf) for r in records] == [(0, None, "0000:00:06.0"), (1, "numerics", "0000:00:07.0")]
+    assert line(node_wide((1,))) == (
+        "rocm-validate verdict: GPU 1 (BDF 0000:00:07.0): drain and triage (numerics: 1 that passed on the other GPUs)"
+    )
+
+
+def test_a_node_wide_failure_without_blame_is_still_a_software_regression() -> None:
+    assert line(node_wide()) == (
+        "rocm-validate verdict: software regression: roll back the image (numerics: 2 on every one of 2 GPUs)"
+    )
+
+
+def test_a_node_wide_failure_blaming_every_gpu_is_a_software_regression() -> None:
+    assert "software regression: roll back the image (numerics: 2 on every one of 2 GPUs)" in line(node_wide((0, 1)))
+
+
+def test_a_blamed_index_outside_the_node_is_ignored() -> None:
+    assert "roll back the image (numerics: 2 on every one of 2 GPUs)" in line(node_wide((7,)))
+    assert line(node_wide((1, 7))).startswith("rocm-validate verdict: GPU 1 (BDF 0000:00:07.0): drain and triage")
+
+
+def test_a_slow_gpu_blamed_as_hardware_is_drained_with_the_throughput_loss_it_explains() -> None:
+    held_back = Result(
+        "suites/collectives/test_training.py::test_no_gpu_holds_the_step_back[fsdp]",
+        suite="collectives",
+        outcome="failed",
+        category="hardware",
+        work="node-wide",
+        blamed_gpus=(1,),
+    )
+    throughput = Result(
+        "suites/collectives/test_training.py::test_the_step_over_the_node_holds_its_baseline[fsdp]",
+        suite="collectives",
+        outcome="failed",
+        category="hardware",
+        work="node-wide",
+        blamed_gpus=(1,),
+    )
+    assert (
+        line(held_back, throughput) == "rocm-validate verdict: GPU 1 (BDF 0000:00:07.0): drain and triage (hardware: 2)"
+    )
+
+
+def test_blame_is_ignored_outside_a_whole_node_run_and_on_a_passed_test() -> None:
+    alone = check_records([node_wide((1,))], 0, (), "0000:00:06.0")
+    assert [(r.gpu, r.category) for r in alone] == [(0, "numerics")]
+    passed = check_records([node_wide((1,), category=None, outcome="passed")], 0, NODE)
+    assert [r.category for r in passed] == [None, None]
+
+
+def test_the_report_carries_the_blamed_gpus_and_an_old_report_without_them_still_validates() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    test = node_wide((1,)).to_dict()
+    assert test["blamed_gpus"] == [1]
+    report = {
+        "schema": "rocm-validate/report/1",
+        "created": "2026-11-28T00:00:00+00:00",
+        "command": "pytest",
+        "device": None,
+        "environment": {},
+        "settings": {},
+        "summary": {},
+        "tests": [test],
+        "metrics": [],
+    }
+    jsonschema.validate(report, REPORT_SCHEMA)
+    del test["blamed_gpus"]
+    jsonschema.validate(report, REPORT_SCHEMA)
+
+
+def test_fail_as_carries_each_gpu_it_blames_once_and_the_property_reads_back() -> None:
+    with pytest.raises(CategorizedFailure) as failed:
+        fail_as("numerics", "rank 1 contributed a wrong gradient", gpus=[1, 1])
+    assert failed.value.gpus == (1,)
+    assert blame_property([(BLAME_PROPERTY, json.dumps([1]))]) == (1,)
+    assert blame_property([]) == ()
+
+
+BLAMING = """
+from rocm_validate.core.categorize import fail_as
+
+def test_group():
+    fail_as("numerics", "rank 1 on GPU 1 contributed a wrong gradient", gpus=[1])
+"""
+
+UNBLAMED = """
+def test_group():
+    assert False, "the N-rank step is 1e-2 from the one-rank step"
+"""
+
+
+def _node_run(pytester: pytest.Pytester, source: str) -> tuple[pytest.RunResult, dict]:
+    fake_node.write_node(pytester, 2, collectives__group=source)
+    result = pytester.runpytest_subprocess(
+        "--rocm-suite=collectives", "--rocm-device=all", "--rocm-report=report.json", "-p", "no:cacheprovider"
+    )
+    return result, json.loads((pytester.path / "report.json").read_text())
+
+
+def test_a_whole_node_run_drains_the_gpu_a_node_wide_test_blames(pytester: pytest.Pytester) -> None:
+    result, report = _node_run(pytester, BLAMING)
+    result.assert_outcomes(failed=1)
+    [test] = report["tests"]
+    assert test["work"] == "node-wide" and test["blamed_gpus"] == [1] and test["category"] == "numerics"
+    assert report["verdict"] == (
+        "rocm-validate verdict: GPU 1 (BDF 0000:02:00.0): drain and triage (numerics: 1 that passed on the other GPUs)"
+    )
+
+
+def test_a_whole_node_run_rolls_back_the_image_when_the_node_wide_test_blames_no_gpu(pytester: pytest.Pytester) -> None:
+    result, report = _node_run(pytester, UNBLAMED)
+    result.assert_outcomes(failed=1)
+    assert report["tests"][0]["blamed_gpus"] == []
+    assert report["verdict"] == (
+        "rocm-validate verdict: software regression: roll back the image (numerics: 2 on every one of 2 GPUs)"
+    )
