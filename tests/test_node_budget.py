@@ -44,10 +44,10 @@ def test_the_collectives_grow_with_the_ranks_the_bus_factor_and_the_pairs():
     assert cost.seconds(8) == pytest.approx(6 + 16 + 4 * 1.75 + 28)
 
 
-def test_the_standard_budget_is_five_minutes_ten_on_two_gpus_with_the_training_steps_and_within_ten_on_eight():
+def test_the_standard_budget_is_within_five_minutes_on_two_gpus_with_the_training_steps_and_within_ten_on_eight():
     standard = BUDGETS["standard"]
-    # The training steps' 25 s node-wide, less the compiled BERT-L and Llama steps (now extended).
-    assert standard.seconds(2, SUITES) == 310
+    # The training steps' 25 s node-wide; the compiled perf steps (a cold compile each) are extended.
+    assert standard.seconds(2, SUITES) == 290
     assert standard.seconds(8, SUITES) <= 600
     assert standard.seconds(2, {"correctness"}) < standard.seconds(2, {"correctness", "perf"})
     assert BUDGETS["quick"].seconds(2, SUITES) < standard.seconds(2, SUITES) < BUDGETS["extended"].seconds(2, SUITES)

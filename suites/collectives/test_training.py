@@ -48,6 +48,7 @@ def test_the_step_over_the_node_holds_its_baseline(training_steps, job, perf, ro
     unit = UNITS[job]
     peak = peaks.peak_for(rocm_device, "bf16") if rocm_device.is_gpu else None
     extra = {"world": measured.world, "solo_s": list(measured.solo_s), "group_s": measured.group_s}
+    extra["phase_s"] = [r.get("phase_s") for r in training_steps.results if r]  # where each rank's run went
     if peak:
         extra["mfu"] = measured.tflops_per_gpu / peak
     perf.record(f"{prefix}.{unit.split('/')[0]}_per_s_per_gpu", measured.per_gpu_rate, unit, "higher", **common)
