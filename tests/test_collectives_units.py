@@ -21,6 +21,8 @@ from rocm_validate.collectives.plan import (
     CPU_PLAN,
     GPU_PLAN,
     Fault,
+    cpu_world,
+    gpu_world,
     parser,
     plan_for,
     plan_from_arguments,
@@ -133,6 +135,15 @@ def test_one_gpu_is_not_a_group_and_the_skip_says_how_to_select_more():
         "--rocm-device=all or a list such as --rocm-device=0,1"
     )
     assert world_skip_reason([], cpu=True) is None and world_skip_reason(["a", "b"], cpu=False) is None
+
+
+def test_rank_r_runs_on_the_r_th_selected_gpu_and_a_failure_blames_its_index():
+    world = gpu_world(
+        [(2, "GPU 2 (BDF 0000:03:00.0)"), (5, "GPU 5 (BDF 0000:06:00.0)")], {"HIP_VISIBLE_DEVICES": "2,5"}
+    )
+    assert world.gpus == (2, 5) and world.labels[1] == "rank 1 on GPU 5 (BDF 0000:06:00.0)"
+    assert world.gpus_of([1]) == (5,) and world.gpus_of([1, 0, 1]) == (2, 5)
+    assert cpu_world(2).gpus_of([1]) == (), "gloo ranks on the CPU run on no GPU to blame"
 
 
 def _rank(rank: int, seconds: list[float], mismatch: str | None = None, error: str | None = None) -> dict:

@@ -10,6 +10,7 @@ import fake_node
 import pytest
 
 from rocm_validate.core.categorize import CategorizedFailure, blame_property, fail_as
+from rocm_validate.perf.recorder import ItemPerfState
 from rocm_validate.results.metrics import GpuRef
 from rocm_validate.results.report import REPORT_SCHEMA, check_records
 from rocm_validate.results.report import TestResult as Result
@@ -105,6 +106,15 @@ def test_fail_as_carries_each_gpu_it_blames_once_and_the_property_reads_back() -
     assert failed.value.gpus == (1,)
     assert blame_property([(BLAME_PROPERTY, json.dumps([1]))]) == (1,)
     assert blame_property([]) == ()
+
+
+def test_a_perf_test_blames_a_gpu_only_when_every_failed_metric_does() -> None:
+    held = ItemPerfState()
+    held.fail("tokens/s: regressed; held back by one GPU", "hardware", gpus=(1,))
+    held.fail("scaling_efficiency: regressed; held back by one GPU", "hardware", gpus=(1,))
+    assert held.verdict() == ("hardware", (1,))
+    held.fail("peak_memory: regressed", "performance")  # a loss the slow GPU does not explain: the node's
+    assert held.verdict() == ("performance", ())
 
 
 BLAMING = """

@@ -316,7 +316,7 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
                 )
                 straggler = t.straggler(labels)
                 if straggler:
-                    lines.append("FAILED " + straggler)
+                    lines.append("FAILED " + straggler.message)
     passed = not problems and not any(line.startswith("FAILED") for line in lines)
     if rank == 0:
         report = {"schema": verdicts.SCHEMA_ID, "results": results, "verdicts": lines, "passed": passed}
