@@ -5,6 +5,7 @@ rolling back the image; without a name, or naming every GPU, it stays every GPU'
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import fake_node
 import pytest
@@ -154,4 +155,72 @@ def test_a_whole_node_run_rolls_back_the_image_when_the_node_wide_test_blames_no
     assert report["tests"][0]["blamed_gpus"] == []
     assert report["verdict"] == (
         "rocm-validate verdict: software regression: roll back the image (numerics: 2 on every one of 2 GPUs)"
+    )
+
+
+SUITE = Path(__file__).parents[1] / "suites" / "collectives" / "test_training.py"
+FAKE_STEPS = """
+
+import json
+import pytest
+from rocm_validate.collectives.plan import gpu_world
+from rocm_validate.collectives.plugin import StepsRun
+from rocm_validate.collectives.steps import CPU_STEPS
+
+
+@pytest.fixture(scope="session")
+def training_steps():
+    world = gpu_world([(0, "GPU 0 (BDF 0000:01:00.0)"), (1, "GPU 1 (BDF 0000:02:00.0)")], {})
+    return StepsRun(CPU_STEPS, world, tuple(json.loads(RESULTS)), ())
+"""
+
+
+def _rank(own: list[float], wait_s: float) -> dict:
+    """One rank's training-steps result: its own gradient prints (its peer computed [1, 2] for
+    it), the fsdp step's times and its wait in the all-gathers."""
+    parity = {"loss_distance": 1e-7, "update_distance": 1e-6, "tokens": 128, "own_prints": own, "peer_prints": [1, 2]}
+    fsdp = {
+        "group_s": [0.1, 0.1],
+        "solo_s": [0.09, 0.09],
+        "work_per_rank": 8192,
+        "flops_per_rank": 1e12,
+        "wait_s": wait_s,
+        "layers": 2,
+    }
+    return {"parity": {"fp32": parity, "bf16": parity}, "fsdp": fsdp}
+
+
+def _training_run(pytester: pytest.Pytester, *ranks: dict) -> dict:
+    """The training suite's own tests on a fake 2-GPU node, over the given ranks' results."""
+    fake_node.write_node(pytester, 2, collectives__training=SUITE.read_text())
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + FAKE_STEPS + f"\nRESULTS = {json.dumps(json.dumps(ranks))}\n")
+    pytester.runpytest_subprocess(
+        "--rocm-suite=collectives", "--rocm-device=all", "--rocm-report=report.json", "-p", "no:cacheprovider"
+    )
+    return json.loads((pytester.path / "report.json").read_text())
+
+
+def test_the_training_suite_drains_the_gpu_whose_rank_gave_a_wrong_gradient_and_held_the_step_back(
+    pytester: pytest.Pytester,
+) -> None:
+    report = _training_run(pytester, _rank([1, 2], 0.030), _rank([1.01, 2.02], 0.002))
+    failed = {t["nodeid"].split("::")[1]: (t["category"], t["blamed_gpus"]) for t in report["tests"] if t["category"]}
+    assert failed == {
+        "test_the_sharded_step_computes_what_one_rank_computes[fp32]": ("numerics", [1]),
+        "test_the_sharded_step_computes_what_one_rank_computes[bf16]": ("numerics", [1]),
+        "test_no_gpu_holds_the_step_back[fsdp]": ("hardware", [1]),
+    }
+    assert report["verdict"] == (
+        "rocm-validate verdict: GPU 1 (BDF 0000:02:00.0): drain and triage (numerics: 2, hardware: 1 that passed on "
+        "the other GPUs)"
+    )
+
+
+def test_the_training_suite_rolls_back_the_image_when_every_rank_gave_a_wrong_gradient(
+    pytester: pytest.Pytester,
+) -> None:
+    report = _training_run(pytester, _rank([1.01, 2.02], 0.002), _rank([1.01, 2.02], 0.002))
+    assert report["verdict"] == (
+        "rocm-validate verdict: software regression: roll back the image (numerics: 4 on every one of 2 GPUs)"
     )
