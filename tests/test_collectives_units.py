@@ -16,7 +16,7 @@ from rocm_validate.collectives.busbw import (
     busbw_gbps,
     find_dips,
 )
-from rocm_validate.collectives.outcome import group_failure, summarize
+from rocm_validate.collectives.outcome import group_failure, summarize, suspects
 from rocm_validate.collectives.plan import (
     CPU_PLAN,
     GPU_PLAN,
@@ -169,7 +169,14 @@ def test_a_wrong_result_names_its_rank_and_fails_the_run():
         [_rank(0, [1e-3]), _rank(1, [1e-3], mismatch="3 / 1024 elements differ")], ["rank 0", "rank 1 on GPU 3"], "nccl"
     )
     assert outcome.data_failures("all_reduce") == ["all_reduce 4KiB: rank 1 on GPU 3: 3 / 1024 elements differ"]
-    assert not outcome.passed
+    assert outcome.wrong_ranks("all_reduce") == (1,) and not outcome.passed
+
+
+def test_failing_pairs_point_at_the_rank_in_every_one_of_them_else_at_every_rank_in_them():
+    assert suspects([(0, 5), (5, 2), (3, 5)]) == (5,)
+    assert suspects([(0, 1)]) == (0, 1)
+    assert suspects([(0, 1), (2, 3)]) == (0, 1, 2, 3), "two unrelated slow pairs: no one GPU explains them"
+    assert suspects([]) == ()
 
 
 def test_a_rank_with_no_result_is_named_before_the_ranks_it_stopped():

@@ -224,3 +224,57 @@ def test_the_training_suite_rolls_back_the_image_when_every_rank_gave_a_wrong_gr
     assert report["verdict"] == (
         "rocm-validate verdict: software regression: roll back the image (numerics: 4 on every one of 2 GPUs)"
     )
+
+
+COLLECTIVES = Path(__file__).parents[1] / "suites" / "collectives" / "test_collectives.py"
+FAKE_COLLECTIVES = """
+
+import dataclasses
+import pytest
+from rocm_validate.collectives.outcome import summarize
+from rocm_validate.collectives.plan import CPU_PLAN, gpu_world
+from rocm_validate.collectives.plugin import CollectiveRun
+
+
+def _rank(mismatch):
+    return {"steps": [{"op": "all_reduce", "bytes": 4096, "mismatch": mismatch, "seconds": [1e-3]}], "p2p": []}
+
+
+@pytest.fixture(scope="session")
+def collectives():
+    world = gpu_world([(0, "GPU 0 (BDF 0000:01:00.0)"), (1, "GPU 1 (BDF 0000:02:00.0)")], {})
+    outcome = summarize([_rank(m) for m in MISMATCHES], world.labels, "nccl")
+    return CollectiveRun(dataclasses.replace(CPU_PLAN, sizes=(4096,)), world, outcome)
+"""
+
+
+@pytest.mark.parametrize(
+    ("mismatches", "verdict_line"),
+    [
+        (
+            [None, "3 / 1024 elements differ"],
+            "GPU 1 (BDF 0000:02:00.0): drain and triage (numerics: 1 that passed on the other GPUs)",
+        ),
+        (
+            ["3 / 1024 elements differ"] * 2,
+            "software regression: roll back the image (numerics: 2 on every one of 2 GPUs)",
+        ),
+    ],
+    ids=["one-rank-wrong", "every-rank-wrong"],
+)
+def test_a_collective_wrong_on_one_rank_drains_its_gpu_and_wrong_on_every_rank_rolls_back_the_image(
+    pytester: pytest.Pytester, mismatches: list, verdict_line: str
+) -> None:
+    fake_node.write_node(pytester, 2, collectives__collectives=COLLECTIVES.read_text())
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + FAKE_COLLECTIVES + f"\nMISMATCHES = {mismatches!r}\n")
+    pytester.runpytest_subprocess(
+        "suites/collectives/test_collectives.py::test_every_rank_holds_exactly_the_expected_result[all_reduce]",
+        "--rocm-suite=collectives",
+        "--rocm-device=all",
+        "--rocm-report=report.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert report["verdict"] == f"rocm-validate verdict: {verdict_line}"
