@@ -4,6 +4,7 @@ the rank program's plan, every rank's results into one verdict, and the exact pa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from rocm_validate.collectives.outcome import group_failure, summarize, suspects
 from rocm_validate.collectives.plan import (
     CPU_PLAN,
     GPU_PLAN,
+    MAX_CALLS_PER_ROUND,
     Fault,
     cpu_world,
     gpu_world,
@@ -114,6 +116,8 @@ def test_a_plan_survives_its_own_command_line():
     [
         (("--ops", "all_reduce,gather"), "--ops: unknown gather"),
         (("--rounds", "0"), "--rounds=0: expected a whole number"),
+        (("--round-s", "-1"), "--round-s=-1.0: expected seconds from 0 to 10"),
+        (("--round-s", "nan"), "--round-s=nan: expected seconds"),
         (("--fault", "all_reduce:one:corrupt"), "expected STEP:RANK:KIND"),
         (("--fault", "all_reduce:1:explode"), "KIND one of corrupt, hang, exit"),
     ],
@@ -121,6 +125,15 @@ def test_a_plan_survives_its_own_command_line():
 def test_a_bad_plan_option_names_itself(words, message):
     with pytest.raises(ValueError, match=message):
         plan_from_arguments(_args(*words), gpu=False)
+
+
+def test_a_timed_round_holds_enough_calls_to_fill_the_round_time_within_its_bounds():
+    plan = dataclasses.replace(GPU_PLAN, iters=10, round_s=0.025)
+    assert plan.calls_per_round(0.0005) == 50  # a 256 MiB all_to_all on NVLink: 5 ms a round at 10 calls
+    assert plan.calls_per_round(0.01) == 10  # a long call keeps the least number of calls
+    assert plan.calls_per_round(1e-7) == MAX_CALLS_PER_ROUND
+    assert plan.calls_per_round(0.0) == 10  # no warm-up measured: the plan's calls
+    assert dataclasses.replace(plan, round_s=0).calls_per_round(0.0005) == 10
 
 
 def test_a_world_beyond_one_full_node_copies_smaller_peer_to_peer_buffers():

@@ -140,6 +140,16 @@ def test_a_rank_that_dies_ends_the_group_and_is_named_first(tmp_path: Path) -> N
     )
 
 
+def test_rounds_filled_to_a_round_time_make_the_same_calls_on_every_rank(tmp_path: Path) -> None:
+    """The calls per round each rank's warm-up asks for are agreed (the world's, and each pair's),
+    so no rank waits on a call its peer never makes."""
+    plan = dataclasses.replace(QUICK, ops=("all_reduce", "all_to_all"), warmup=2, round_s=0.01)
+    outcome = launch(plan, cpu_world(3), os.environ, tmp_path)
+    assert outcome.passed, outcome.problems
+    assert len(outcome.pairs) == 3 and all(len(p.seconds) == QUICK.rounds for p in outcome.pairs)
+    assert all(len(s.seconds) == QUICK.rounds for op in plan.ops for s in outcome.steps_of(op))
+
+
 def test_a_wrong_peer_to_peer_copy_names_the_pair(tmp_path: Path) -> None:
     plan = dataclasses.replace(QUICK, ops=("broadcast",), sizes=(4096,), faults=(Fault("p2p", 1, "corrupt"),))
     outcome = launch(plan, cpu_world(2), os.environ, tmp_path)

@@ -9,6 +9,7 @@ one host": `--rocm-cpu-ranks` gloo ranks (default 2), so CI runs the same suite 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -55,13 +56,23 @@ class Plan:
 
     sizes: tuple[int, ...]
     warmup: int
-    iters: int  # calls per timed round
+    iters: int  # calls per timed round (at least)
     rounds: int  # timed rounds: their spread is the measurement's noise
     p2p_bytes: int  # 0: no peer-to-peer copies
     timeout_s: float
     ops: tuple[str, ...] = EVERY_COLLECTIVE
     faults: tuple[Fault, ...] = field(default=())
     training_sizes: tuple[int, ...] = ()
+    round_s: float = 0.0  # a timed round lasts at least this long (calls_per_round); 0: `iters` calls
+
+    def calls_per_round(self, per_call_s: float) -> int:
+        """Calls in each timed round of a collective whose warm-up calls took `per_call_s` each:
+        `iters`, or as many as fill `round_s`, at most MAX_CALLS_PER_ROUND. A round of a few
+        milliseconds (10 calls of a 256 MiB all_to_all on NVLink: 5 ms) moves by 10-30% with the
+        link's and the clocks' short stalls; a round of 25 ms averages them."""
+        if self.round_s <= 0 or not per_call_s > 0:
+            return self.iters
+        return max(self.iters, min(MAX_CALLS_PER_ROUND, math.ceil(self.round_s / per_call_s)))
 
     def arguments(self) -> list[str]:
         """The rank program's command line for this plan."""
@@ -78,6 +89,8 @@ class Plan:
             str(self.iters),
             "--rounds",
             str(self.rounds),
+            "--round-s",
+            f"{self.round_s:g}",
             "--p2p-size",
             size_label(self.p2p_bytes),
             "--timeout",
@@ -96,11 +109,13 @@ class Plan:
 
 
 MIB = 1024**2
+MAX_CALLS_PER_ROUND = 1000
 GPU_PLAN = Plan(
     sizes=(MIB, 16 * MIB, 256 * MIB, 1024 * MIB),
     warmup=5,
     iters=10,
     rounds=5,
+    round_s=0.025,
     p2p_bytes=256 * MIB,
     timeout_s=DEFAULT_TIMEOUT_S["gpu"],
     training_sizes=(16 * MIB, 256 * MIB),
@@ -161,6 +176,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--iters", type=int, default=None, help="calls per timed round")
     p.add_argument("--rounds", type=int, default=None, help="timed rounds")
+    p.add_argument(
+        "--round-s",
+        type=float,
+        default=None,
+        help="least seconds per timed round (more calls per round); 0: --iters calls",
+    )
     p.add_argument("--p2p-size", default=None, help="bytes per peer-to-peer copy (0: none)")
     p.add_argument(
         "--timeout", type=float, default=None, help="seconds a rank waits for its peers (and the rendezvous)"
@@ -184,12 +205,15 @@ def plan_from_arguments(args: argparse.Namespace, gpu: bool) -> Plan:
     ]
     if bad:
         raise ValueError(f"{', '.join(bad)}: expected a whole number (at least 1 timed round of 1 call)")
+    if args.round_s is not None and not (math.isfinite(args.round_s) and 0 <= args.round_s <= 10):
+        raise ValueError(f"--round-s={args.round_s}: expected seconds from 0 to 10")
     return Plan(
         sizes=_sizes(args.sizes) if args.sizes else base.sizes,
         training_sizes=base.training_sizes if args.training_sizes is None else _sizes(args.training_sizes),
         warmup=base.warmup if args.warmup is None else args.warmup,
         iters=base.iters if args.iters is None else args.iters,
         rounds=base.rounds if args.rounds is None else args.rounds,
+        round_s=base.round_s if args.round_s is None else args.round_s,
         p2p_bytes=base.p2p_bytes if args.p2p_size is None else parse_size(args.p2p_size),
         timeout_s=base.timeout_s if args.timeout is None else args.timeout,
         ops=ops,

@@ -93,19 +93,43 @@ class Rank:
             time.sleep(_HANG_S)
         return when == "after" and fault.kind == "corrupt"
 
-    def timed(self, run: Callable[[], Any]) -> list[float]:
-        """Seconds per call in each timed round, after the warmup calls."""
+    def timed(self, run: Callable[[], Any], agree: Callable[[int], int]) -> tuple[list[float], int]:
+        """Seconds per call in each timed round, after the warmup calls, and the calls per round:
+        enough to fill the plan's round time, as the warm-up calls measured it, agreed by every
+        rank that calls `run` (`agree`: the largest of theirs), so all make the same calls."""
+        start = time.perf_counter()
         for _ in range(self.plan.warmup):
             run()
         self.sync()
+        per_call = (time.perf_counter() - start) / self.plan.warmup if self.plan.warmup else 0.0
+        iters = agree(self.plan.calls_per_round(per_call)) if self.plan.round_s > 0 else self.plan.iters
         rounds = []
         for _ in range(self.plan.rounds):
             start = time.perf_counter()
-            for _ in range(self.plan.iters):
+            for _ in range(iters):
                 run()
             self.sync()
-            rounds.append((time.perf_counter() - start) / self.plan.iters)
-        return rounds
+            rounds.append((time.perf_counter() - start) / iters)
+        return rounds, iters
+
+    def agree_world(self, calls: int) -> int:
+        """The largest of every rank's calls per round (a MAX all_reduce of one number)."""
+        chosen = torch.tensor([calls], dtype=torch.int64, device=self.device)
+        dist.all_reduce(chosen, op=dist.ReduceOp.MAX)
+        return int(chosen.item())
+
+    def agree_pair(self, src: int, dst: int) -> Callable[[int], int]:
+        """For a copy src -> dst: the sender's calls per round, sent to the receiver."""
+
+        def agree(calls: int) -> int:
+            chosen = torch.tensor([calls], dtype=torch.int64, device=self.device)
+            if self.rank == src:
+                dist.send(chosen, dst)
+            else:
+                dist.recv(chosen, src)
+            return int(chosen.item())
+
+        return agree
 
     def step(self, op: str, nbytes: int) -> dict[str, Any]:
         """One collective at one size: called once and checked (bit for bit, or a training
@@ -131,13 +155,14 @@ class Rank:
         send.zero_()
         recv.zero_()
         self.barrier()
-        seconds = self.timed(lambda: chosen.call(op, send, recv))
+        seconds, iters = self.timed(lambda: chosen.call(op, send, recv), self.agree_world)
         return {
             "op": op,
             "bytes": count * element_bytes,
             "mismatch": problem,
             "error_ratio": ratio,
             "seconds": seconds,
+            "calls_per_round": iters,
         }
 
     def copy(self, src: int, dst: int) -> dict[str, Any] | None:
@@ -161,13 +186,14 @@ class Rank:
             if self.planted("p2p", "after"):
                 buffer[::7] += 1
             problem = payloads.mismatch(buffer, payloads.pattern(src, count, self.device))
-        seconds = self.timed(run)
+        seconds, iters = self.timed(run, self.agree_pair(src, dst))
         return {
             "src": src,
             "dst": dst,
             "bytes": count * payloads.ELEMENT_BYTES,
             "mismatch": problem,
             "seconds": seconds,
+            "calls_per_round": iters,
         }
 
     def run(self, facts: dict[str, Any]) -> dict[str, Any]:

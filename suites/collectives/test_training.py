@@ -37,7 +37,8 @@ def test_the_sharded_step_computes_what_one_rank_computes(training_steps, precis
 def _prefix(training_steps, job: str, result: dict) -> str:
     plan = training_steps.plan
     scale = "" if plan.scale == "full" else f"-{plan.scale}"
-    depth = f"-{result[job]['layers']}l" if job != "ddp" else ""
+    part = result[job]  # the step's size in its name: each level's (and the CPU's) has baselines of its own
+    depth = f"-{part['layers']}l" if job != "ddp" else f"-{part['batch']}x{part['seq_len']}"
     return f"train.{job}.{MODELS[job]}{scale}{depth}.{training_steps.world.size}ranks"
 
 
