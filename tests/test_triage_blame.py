@@ -175,12 +175,12 @@ def training_steps():
 """
 
 
-def _rank(own: list[float], wait_s: float) -> dict:
+def _rank(own: list[float], wait_s: float, step_s: float = 0.1) -> dict:
     """One rank's training-steps result: its own gradient prints (its peer computed [1, 2] for
     it), the fsdp step's times and its wait in the all-gathers."""
     parity = {"loss_distance": 1e-7, "update_distance": 1e-6, "tokens": 128, "own_prints": own, "peer_prints": [1, 2]}
     fsdp = {
-        "group_s": [0.1, 0.1],
+        "group_s": [step_s, step_s],
         "solo_s": [0.09, 0.09],
         "work_per_rank": 8192,
         "flops_per_rank": 1e12,
@@ -190,13 +190,19 @@ def _rank(own: list[float], wait_s: float) -> dict:
     return {"parity": {"fp32": parity, "bf16": parity}, "fsdp": fsdp}
 
 
-def _training_run(pytester: pytest.Pytester, *ranks: dict) -> dict:
+def _training_run(pytester: pytest.Pytester, *ranks: dict, options: tuple[str, ...] = ()) -> dict:
     """The training suite's own tests on a fake 2-GPU node, over the given ranks' results."""
     fake_node.write_node(pytester, 2, collectives__training=SUITE.read_text())
     conftest = pytester.path / "conftest.py"
     conftest.write_text(conftest.read_text() + FAKE_STEPS + f"\nRESULTS = {json.dumps(json.dumps(ranks))}\n")
     pytester.runpytest_subprocess(
-        "--rocm-suite=collectives", "--rocm-device=all", "--rocm-report=report.json", "-p", "no:cacheprovider"
+        "--rocm-suite=collectives",
+        "--rocm-device=all",
+        "--rocm-report=report.json",
+        "--rocm-baselines=baselines",
+        "-p",
+        "no:cacheprovider",
+        *options,
     )
     return json.loads((pytester.path / "report.json").read_text())
 
@@ -214,6 +220,30 @@ def test_the_training_suite_drains_the_gpu_whose_rank_gave_a_wrong_gradient_and_
     assert report["verdict"] == (
         "rocm-validate verdict: GPU 1 (BDF 0000:02:00.0): drain and triage (numerics: 2, hardware: 1 that passed on "
         "the other GPUs)"
+    )
+
+
+def test_the_steps_throughput_loss_while_one_rank_held_it_back_is_that_gpus_not_the_images(
+    pytester: pytest.Pytester,
+) -> None:
+    healthy = _rank([1, 2], 0.002)
+    _training_run(pytester, healthy, healthy, options=("--update-baselines",))
+    report = _training_run(pytester, _rank([1, 2], 0.030, 0.15), _rank([1, 2], 0.002, 0.15))
+    failed = {t["nodeid"].split("::")[1]: (t["category"], t["blamed_gpus"]) for t in report["tests"] if t["category"]}
+    assert failed == {
+        "test_the_step_over_the_node_holds_its_baseline[fsdp]": ("hardware", [1]),
+        "test_no_gpu_holds_the_step_back[fsdp]": ("hardware", [1]),
+    }
+    assert report["verdict"] == "rocm-validate verdict: GPU 1 (BDF 0000:02:00.0): drain and triage (hardware: 2)"
+
+
+def test_the_steps_throughput_loss_with_no_rank_holding_it_back_is_the_images(pytester: pytest.Pytester) -> None:
+    healthy = _rank([1, 2], 0.002)
+    _training_run(pytester, healthy, healthy, options=("--update-baselines",))
+    slow = _rank([1, 2], 0.002, 0.15)
+    report = _training_run(pytester, slow, slow)
+    assert report["verdict"].startswith(
+        "rocm-validate verdict: software regression: roll back the image (performance: 2 on every one of 2 GPUs)"
     )
 
 
