@@ -195,6 +195,7 @@ def _training_run(pytester: pytest.Pytester, *ranks: dict, options: tuple[str, .
     fake_node.write_node(pytester, 2, collectives__training=SUITE.read_text())
     conftest = pytester.path / "conftest.py"
     conftest.write_text(conftest.read_text() + FAKE_STEPS + f"\nRESULTS = {json.dumps(json.dumps(ranks))}\n")
+    (pytester.path / "baselines").mkdir(exist_ok=True)
     pytester.runpytest_subprocess(
         "--rocm-suite=collectives",
         "--rocm-device=all",
