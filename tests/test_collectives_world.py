@@ -186,6 +186,20 @@ def test_the_rank_program_started_without_a_launcher_says_how_to_start_it() -> N
     )
     assert done.returncode == 2
     assert "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set: start the ranks with torchrun" in done.stderr
+    assert "-m rocm_validate.collectives)" in done.stderr
+
+
+def test_the_training_steps_started_without_a_launcher_name_their_own_program() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run(
+        [sys.executable, "-m", "rocm_validate.collectives.training"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "torchrun --nproc-per-node N -m rocm_validate.collectives.training)" in done.stderr
 
 
 def test_one_gpu_skips_the_suite_with_the_need_and_the_fix(pytester: pytest.Pytester) -> None:

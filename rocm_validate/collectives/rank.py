@@ -216,12 +216,14 @@ class Rank:
         return result
 
 
-def world_from_env(env: Mapping[str, str]) -> tuple[int, int, int, str, int]:
+def world_from_env(env: Mapping[str, str], module: str = "rocm_validate.collectives") -> tuple[int, int, int, str, int]:
+    """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; ValueError naming the missing
+    ones and how to start the rank program `module` with them."""
     missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
     if missing:
         raise ValueError(
             f"{', '.join(missing)} not set: start the ranks with torchrun (torchrun --nproc-per-node N -m "
-            f"rocm_validate.collectives) or from pytest (pytest --rocm-suite=collectives)"
+            f"{module}) or from pytest (pytest --rocm-suite=collectives)"
         )
     rank = int(env["RANK"])
     return rank, int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", rank)), env["MASTER_ADDR"], int(env["MASTER_PORT"])
@@ -306,14 +308,21 @@ class Member(Generic[PlanT]):
 
 
 def join(
-    program: str, backend: str, plan_for: Callable[[bool], PlanT], env: Mapping[str, str], *, bind_device: bool
+    program: str,
+    backend: str,
+    plan_for: Callable[[bool], PlanT],
+    env: Mapping[str, str],
+    *,
+    bind_device: bool,
+    module: str = "rocm_validate.collectives",
 ) -> Member[PlanT] | None:
     """Join the world torchrun (or this project's launcher) described in `env`, as `program`
     ('collectives', 'training steps'); `plan_for(nccl)` parses the program's plan. None, with the
     reason on stderr, when the environment, the plan or the rendezvous is wrong (exit EXIT_USAGE).
-    `bind_device` hands the rank's GPU to the process group (eager NCCL communicators)."""
+    `bind_device` hands the rank's GPU to the process group (eager NCCL communicators); `module` is
+    the program's, for the error that says how to start it."""
     try:
-        rank, world, local_rank, address, port = world_from_env(env)
+        rank, world, local_rank, address, port = world_from_env(env, module)
         library = backend if backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
         plan = plan_for(library == "nccl")
         device = rank_device(library, local_rank)

@@ -329,7 +329,14 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     env = os.environ
-    member = join("training steps", args.backend, lambda nccl: plan_from_arguments(args, nccl), env, bind_device=True)
+    member = join(
+        "training steps",
+        args.backend,
+        lambda nccl: plan_from_arguments(args, nccl),
+        env,
+        bind_device=True,
+        module="rocm_validate.collectives.training",
+    )
     if member is None:
         return EXIT_USAGE
     rank, world, device, plan, store = member.rank, member.world, member.device, member.plan, member.store
