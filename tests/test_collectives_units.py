@@ -17,12 +17,14 @@ from rocm_validate.collectives.busbw import (
     busbw_gbps,
     find_dips,
 )
-from rocm_validate.collectives.outcome import group_failure, summarize
+from rocm_validate.collectives.outcome import group_failure, summarize, suspects
 from rocm_validate.collectives.plan import (
     CPU_PLAN,
     GPU_PLAN,
     MAX_CALLS_PER_ROUND,
     Fault,
+    cpu_world,
+    gpu_world,
     parser,
     plan_for,
     plan_from_arguments,
@@ -148,6 +150,15 @@ def test_one_gpu_is_not_a_group_and_the_skip_says_how_to_select_more():
     assert world_skip_reason([], cpu=True) is None and world_skip_reason(["a", "b"], cpu=False) is None
 
 
+def test_rank_r_runs_on_the_r_th_selected_gpu_and_a_failure_blames_its_index():
+    world = gpu_world(
+        [(2, "GPU 2 (BDF 0000:03:00.0)"), (5, "GPU 5 (BDF 0000:06:00.0)")], {"HIP_VISIBLE_DEVICES": "2,5"}
+    )
+    assert world.gpus == (2, 5) and world.labels[1] == "rank 1 on GPU 5 (BDF 0000:06:00.0)"
+    assert world.gpus_of([1]) == (5,) and world.gpus_of([1, 0, 1]) == (2, 5)
+    assert cpu_world(2).gpus_of([1]) == (), "gloo ranks on the CPU run on no GPU to blame"
+
+
 def _rank(rank: int, seconds: list[float], mismatch: str | None = None, error: str | None = None) -> dict:
     return {
         "rank": rank,
@@ -171,7 +182,14 @@ def test_a_wrong_result_names_its_rank_and_fails_the_run():
         [_rank(0, [1e-3]), _rank(1, [1e-3], mismatch="3 / 1024 elements differ")], ["rank 0", "rank 1 on GPU 3"], "nccl"
     )
     assert outcome.data_failures("all_reduce") == ["all_reduce 4KiB: rank 1 on GPU 3: 3 / 1024 elements differ"]
-    assert not outcome.passed
+    assert outcome.wrong_ranks("all_reduce") == (1,) and not outcome.passed
+
+
+def test_failing_pairs_point_at_the_rank_in_every_one_of_them_else_at_every_rank_in_them():
+    assert suspects([(0, 5), (5, 2), (3, 5)]) == (5,)
+    assert suspects([(0, 1)]) == (0, 1)
+    assert suspects([(0, 1), (2, 3)]) == (0, 1, 2, 3), "two unrelated slow pairs: no one GPU explains them"
+    assert suspects([]) == ()
 
 
 def test_a_rank_with_no_result_is_named_before_the_ranks_it_stopped():

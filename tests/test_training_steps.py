@@ -72,7 +72,7 @@ def test_a_rank_that_contributes_a_wrong_gradient_fails_parity_and_is_named(tmp_
     for precision in ("fp32", "bf16"):
         check = parity(precision, results, labels)
         assert not check.passed
-        assert len(check.wrong_contributions) == 1, check.message()
+        assert len(check.wrong_contributions) == 1 and check.wrong_ranks == (1,), check.message()
         assert check.wrong_contributions[0].startswith("rank 1 on the CPU contributed a wrong gradient"), (
             check.message()
         )
@@ -83,8 +83,9 @@ def _throughput(waits: tuple[float | None, ...]) -> Throughput:
 
 
 def test_the_rank_the_others_wait_for_is_named() -> None:
-    message = _throughput((0.030, 0.002)).straggler(["rank 0 on GPU 0", "rank 1 on GPU 1"])
-    assert message is not None and message.startswith("rank 1 on GPU 1 holds the fsdp step back"), message
+    found = _throughput((0.030, 0.002)).straggler(["rank 0 on GPU 0", "rank 1 on GPU 1"])
+    assert found is not None and found.rank == 1, found
+    assert found.message.startswith("rank 1 on GPU 1 holds the fsdp step back"), found.message
 
 
 def test_waits_that_differ_by_less_than_the_fraction_name_nobody() -> None:

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from rocm_validate.perf import gate
-from rocm_validate.perf.attribution import attribute, is_host_side
+from rocm_validate.perf.attribution import attribute, held_back_by, is_host_side
 from rocm_validate.perf.gate import Baseline, Threshold
 from rocm_validate.platform import processes, telemetry
 from rocm_validate.platform.devices import DeviceInfo
@@ -124,6 +124,30 @@ def test_the_gate_message_names_the_process_and_leaves_out_the_rerecord_hint() -
         slower.category == "performance"
         and "re-record with pytest --rocm-suite=perf --update-baselines" in slower.message
     )
+
+
+HELD_BACK = "rank 1 on GPU 1 (BDF 0000:00:07.0) holds the fsdp step back"
+STEP = "train.fsdp.llama-3.1-8b-2l.2ranks.tokens_per_s_per_gpu"
+
+
+def test_a_step_held_back_by_one_gpu_is_that_gpus_hardware_loss_not_the_stacks() -> None:
+    found = attribute(STEP, {**evidence(), **held_back_by([1], HELD_BACK)}, 1755.0, 0.09)
+    assert found.category == "hardware" and found.gpus == (1,)
+    assert HELD_BACK in found.note and "drain and triage it" in found.note
+
+
+def test_another_process_still_explains_a_loss_before_a_gpu_that_held_the_step_back() -> None:
+    found = attribute(STEP, {**evidence(after=[LOADER]), **held_back_by([1], HELD_BACK)}, 1755.0, 0.09)
+    assert found.category == "contention" and found.gpus == ()
+
+
+def test_the_gate_blames_the_gpu_that_held_the_step_back_and_leaves_out_the_rerecord_hint() -> None:
+    baseline = Baseline(8000.0, "tokens/s", "higher", 0.004)
+    held = Metric(STEP, 7000.0, "tokens/s", extra={"telemetry": held_back_by([1], HELD_BACK)})
+    judgement = gate.judge(held, baseline, Threshold(), "h200", RECORD)
+    assert judgement.category == "hardware" and judgement.gpus == (1,) and "re-record" not in judgement.message
+    plain = gate.judge(Metric(STEP, 7000.0, "tokens/s"), baseline, Threshold(), "h200", RECORD)
+    assert plain.category == "performance" and plain.gpus == ()  # negative control: nothing held it back
 
 
 # --- process lists as the libraries return them

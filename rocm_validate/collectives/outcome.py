@@ -102,6 +102,7 @@ class StepOutcome:
     mismatches: tuple[str, ...] = ()  # 'rank 1 (GPU 3): 12 / 1024 elements differ ...'
     missing: tuple[str, ...] = ()  # ranks that did not report this step
     error_ratio: float | None = None  # a training reduction's largest error / bound over the ranks
+    wrong_ranks: tuple[int, ...] = ()  # the ranks whose result differed (each named in `mismatches`)
 
     @property
     def label(self) -> str:
@@ -181,6 +182,10 @@ class WorldOutcome:
         """Every rank whose `op` result differed, per size."""
         return [f"{step.label}: {m}" for step in self.steps_of(op) for m in step.mismatches]
 
+    def wrong_ranks(self, op: str) -> tuple[int, ...]:
+        """The ranks whose `op` result differed at any size."""
+        return tuple(sorted({rank for step in self.steps_of(op) for rank in step.wrong_ranks}))
+
     def incomplete(self, op: str, planned: int) -> str | None:
         """Why `op` was not measured at all `planned` sizes on every rank (the group's problems
         first, naming the rank), or None."""
@@ -225,13 +230,14 @@ def _step_outcome(
     op: str, nbytes: int, reports: Sequence[tuple[str, Mapping[str, Any] | None]], world: int
 ) -> StepOutcome:
     rounds: list[list[float]] = []
-    mismatches, missing, ratios = [], [], []
-    for label, step in reports:
+    mismatches, missing, ratios, wrong = [], [], [], []
+    for rank, (label, step) in enumerate(reports):
         if step is None:
             missing.append(label)
             continue
         if step.get("mismatch"):
             mismatches.append(f"{label}: {step['mismatch']}")
+            wrong.append(rank)
         if step.get("error_ratio") is not None:
             ratios.append(float(step["error_ratio"]))
         for i, seconds in enumerate(step.get("seconds") or []):
@@ -240,7 +246,7 @@ def _step_outcome(
             rounds[i].append(float(seconds))
     per_round = tuple(sum(r) / len(r) for r in rounds if r)
     ratio = max(ratios) if ratios else None
-    return StepOutcome(op, nbytes, world, per_round, tuple(mismatches), tuple(missing), ratio)
+    return StepOutcome(op, nbytes, world, per_round, tuple(mismatches), tuple(missing), ratio, tuple(wrong))
 
 
 def summarize(
@@ -279,6 +285,15 @@ def summarize(
         {k: v for k, v in (r or {"rank": i}).items() if k not in ("steps", "p2p")} for i, r in enumerate(results)
     )
     return WorldOutcome(library, tuple(labels), tuple(steps), _pairs(results), tuple(problems), facts)
+
+
+def suspects(pairs: Sequence[tuple[int, int]]) -> tuple[int, ...]:
+    """The ranks failing pairs point at: the ranks in every one of them (a GPU whose links are all
+    slow), else every rank in any of them."""
+    if not pairs:
+        return ()
+    common = set.intersection(*(set(pair) for pair in pairs))
+    return tuple(sorted(common or {rank for pair in pairs for rank in pair}))
 
 
 def _pairs(results: Sequence[Mapping[str, Any] | None]) -> tuple[PairOutcome, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from rocm_validate.collectives.busbw import EVERY_COLLECTIVE
@@ -233,10 +233,15 @@ class WorldSpec:
     subjects: tuple[str, ...]  # each rank's device: 'GPU 3', or 'rank 1' on the CPU
     labels: tuple[str, ...]  # each rank as messages name it: 'rank 1 on GPU 3 (BDF 0000:c1:00.0)'
     visibility: tuple[tuple[str, str], ...] = ()  # set in every rank: the selected GPUs, in rank order
+    gpus: tuple[int, ...] = ()  # each rank's GPU index, as the run selected it (none on the CPU)
 
     @property
     def size(self) -> int:
         return len(self.subjects)
+
+    def gpus_of(self, ranks: Iterable[int]) -> tuple[int, ...]:
+        """The GPU indices `ranks` run on, as a failure blames them (categorize.fail_as); none on the CPU."""
+        return tuple(sorted({self.gpus[r] for r in ranks})) if self.gpus else ()
 
     def name(self, rank: int) -> str:
         """The rank's device in a metric name: 'gpu3', 'rank1'."""
@@ -261,10 +266,12 @@ def cpu_world(ranks: int) -> WorldSpec:
 
 
 def gpu_world(gpus: Sequence[tuple[int, str]], visibility: dict[str, str]) -> WorldSpec:
-    """Rank r on the r-th selected GPU; `gpus` are (index, 'GPU 3 (BDF ...)') pairs."""
+    """Rank r on the r-th selected GPU (the visibility lists them in rank order and rank r takes
+    device LOCAL_RANK = r); `gpus` are (index, 'GPU 3 (BDF ...)') pairs."""
     return WorldSpec(
         "nccl",
         tuple(f"GPU {index}" for index, _ in gpus),
         tuple(f"rank {r} on {label}" for r, (_, label) in enumerate(gpus)),
         tuple(sorted(visibility.items())),
+        tuple(index for index, _ in gpus),
     )

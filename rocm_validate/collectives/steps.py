@@ -241,7 +241,8 @@ def fp32_bound(tokens: int, steps: int = PARITY_STEPS) -> float:
 class Parity:
     """One precision's parity check over the world: how far the N-rank run is from the one-rank
     run (losses, parameter updates), the allowed difference and why, and the ranks whose own
-    gradient differed from a peer's computation of the same micro-batch."""
+    gradient differed from a peer's computation of the same micro-batch (`wrong_ranks`, each
+    named in `wrong_contributions`)."""
 
     precision: str
     loss_distance: float
@@ -249,6 +250,7 @@ class Parity:
     allowed: float
     how: str
     wrong_contributions: tuple[str, ...]
+    wrong_ranks: tuple[int, ...] = ()
 
     @property
     def distance(self) -> float:
@@ -277,23 +279,31 @@ def parity(precision: str, results: Sequence[Mapping[str, object]], labels: Sequ
         allowed, how = fp32_bound(tokens), f"{PARITY_STEPS} steps x {tokens} tokens x u(fp32) = 2^-24, the error model"
     else:
         allowed, how = BF16_TOLERANCE, "bf16 mixed precision: the measured tolerance (docs/perf.md)"
-    wrong = []
+    wrong: dict[int, str] = {}
     for rank, part in enumerate(parts):
         peer = (rank - 1) % world  # rank r-1 computed rank r's micro-batch
         checked = parts[peer]["peer_prints"]
         distance = _relative(part["own_prints"], checked)
         if distance > CONTRIBUTION_TOLERANCE:
-            wrong.append(
+            wrong[rank] = (
                 f"{labels[rank]} contributed a wrong gradient: {distance:.3g} (relative) from {labels[peer]}'s "
                 f"computation of the same micro-batch, allowed {CONTRIBUTION_TOLERANCE:g}"
             )
-    return Parity(precision, loss, update, allowed, how, tuple(wrong))
+    return Parity(precision, loss, update, allowed, how, tuple(wrong.values()), tuple(wrong))
 
 
 def _relative(a: Sequence[float], b: Sequence[float]) -> float:
     diff = sum((x - y) ** 2 for x, y in zip(a, b, strict=True)) ** 0.5
     norm = sum(y * y for y in b) ** 0.5
     return diff / norm if norm else (0.0 if diff == 0 else float("inf"))
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank the others waited for in the all-gathers, and the message that names it."""
+
+    rank: int
+    message: str
 
 
 @dataclass(frozen=True)
@@ -328,7 +338,7 @@ class Throughput:
     def tflops_per_gpu(self) -> float:
         return self.flops_per_rank / self.group_s / 1e12
 
-    def straggler(self, labels: Sequence[str]) -> str | None:
+    def straggler(self, labels: Sequence[str]) -> Straggler | None:
         """The rank that held the step back, named, or None: the others waited for it in the
         all-gathers, longer than its own wait by more than STRAGGLER_FRACTION of the step."""
         waits = [w for w in self.waits_s if w is not None]
@@ -338,10 +348,11 @@ class Throughput:
         others = statistics.median(w for r, w in enumerate(waits) if r != slow)
         if others - waits[slow] <= STRAGGLER_FRACTION * self.group_s:
             return None
-        return (
+        return Straggler(
+            slow,
             f"{labels[slow]} holds the {self.job} step back: the other ranks waited {others * 1e3:.1f} ms per step in "
             f"FSDP's all-gathers, it waited {waits[slow] * 1e3:.1f} ms (step {self.group_s * 1e3:.1f} ms; more than "
-            f"{STRAGGLER_FRACTION:.0%} of the step apart names the rank the others wait for)"
+            f"{STRAGGLER_FRACTION:.0%} of the step apart names the rank the others wait for)",
         )
 
 

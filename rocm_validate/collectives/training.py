@@ -356,7 +356,7 @@ def verdict(out: str, rank: int, store: Any, prefix: str, world: int, timeout_s:
                 )
                 straggler = t.straggler(labels)
                 if straggler:
-                    lines.append("FAILED " + straggler)
+                    lines.append("FAILED " + straggler.message)
         gain = verdicts.speedup("fsdp-float8", "fsdp", complete)
         if gain is not None:
             lines.append(f"fsdp-float8: {gain.value:.3f}x the fsdp step's tokens/s per GPU (fp8_speedup)")

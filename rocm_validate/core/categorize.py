@@ -4,11 +4,15 @@ property `rocm_category`, so it reaches the controller under pytest-xdist, the J
 the JUnit XML.
 
 A check that knows what its failure means says so with `fail_as("hardware", message)`; every
-other failure is classified from its exception, its message and the suite it belongs to.
+other failure is classified from its exception, its message and the suite it belongs to. A
+node-wide check (a collective over every GPU) that knows which GPUs its failure points at names
+them, `fail_as("numerics", message, gpus=[1])`, and they travel as the user property `rocm_blame`.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -16,6 +20,7 @@ import pytest
 
 from rocm_validate.results.margins import margins_in
 from rocm_validate.results.triage import (
+    BLAME_PROPERTY,
     CATEGORIES,
     CATEGORY_PROPERTY,
     FIX_PROPERTY,
@@ -32,20 +37,22 @@ class CategorizedFailure(pytest.fail.Exception):  # type: ignore[name-defined]  
 
     __module__ = "builtins"  # as pytest's own Failed: the summary reads 'CategorizedFailure: <message>'
 
-    def __init__(self, message: str, category: str, fix: str | None = None) -> None:
+    def __init__(self, message: str, category: str, fix: str | None = None, gpus: Iterable[int] = ()) -> None:
         if category not in CATEGORIES:
             raise ValueError(f"category must be one of {', '.join(CATEGORIES)}; found {category!r}")
         super().__init__(msg=message, pytrace=False)
         self.category = category
         self.fix = fix
+        self.gpus = tuple(sorted(set(gpus)))
 
 
-def fail_as(category: str, message: str, fix: str | None = None) -> NoReturn:
+def fail_as(category: str, message: str, fix: str | None = None, gpus: Iterable[int] = ()) -> NoReturn:
     """Fail the current test as `category` ('hardware', 'configuration', ...) with `message`;
     `fix`, a short action ('record this device's baselines with <command>'), goes into the
-    verdict line."""
+    verdict line. `gpus`: the GPU indices a node-wide test's failure points at (the rank that
+    contributed a wrong gradient); the verdict fails the check on those GPUs alone."""
     __tracebackhide__ = True
-    raise CategorizedFailure(message, category, fix)
+    raise CategorizedFailure(message, category, fix, gpus)
 
 
 def exception_types(exc: BaseException | None) -> tuple[str, ...]:
@@ -85,6 +92,11 @@ def facts_of(report: pytest.TestReport, exc: BaseException | None, suite: str | 
 def fix_property(properties: list[tuple[str, Any]]) -> str | None:
     """What to fix, as a test's properties carry it, if any."""
     return next((str(v) for n, v in properties if n == FIX_PROPERTY), None)
+
+
+def blame_property(properties: list[tuple[str, Any]]) -> tuple[int, ...]:
+    """The GPUs a failed test's properties blame (BLAME_PROPERTY), if any."""
+    return next((tuple(int(i) for i in json.loads(v)) for n, v in properties if n == BLAME_PROPERTY), ())
 
 
 _OURS = (str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2] / "suites"))
@@ -154,4 +166,7 @@ def categorize(item: pytest.Item, report: pytest.TestReport, exc: BaseException 
     fix = getattr(exc, "fix", None)
     if fix and fix_property(report.user_properties) is None:
         entries.append((FIX_PROPERTY, str(fix)))
+    gpus = getattr(exc, "gpus", ())
+    if gpus and not blame_property(report.user_properties):
+        entries.append((BLAME_PROPERTY, json.dumps(list(gpus))))
     _attach(item, report, entries)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from _pytest.junitxml import xml_key
 
-from rocm_validate.core.categorize import category_property, facts_of, fix_property
+from rocm_validate.core.categorize import blame_property, category_property, facts_of, fix_property
 from rocm_validate.core.interruption import interruption_of
 from rocm_validate.core.outputs import append_text, outputs_of, write
 from rocm_validate.core.session import RunState, is_xdist_worker
@@ -177,6 +177,7 @@ class ResultCollector:
             if result.failed:
                 result.category = _category(report, result.suite)
                 result.fix = fix_property(report.user_properties)
+                result.blamed_gpus = blame_property(report.user_properties)
             if gpu is not None and report.when not in ("setup", "call", "teardown"):
                 result.message = f"{gpu.label}: {result.message}"  # xdist's report of a crashed worker
         if report.when == "teardown":
@@ -229,7 +230,7 @@ class ResultCollector:
             return None
         device = self.state.device() if self.state.discovered else None
         node = self.state.node
-        node_gpus = node.gpus if node is not None else []
+        node_gpus = [ref for index in node.gpus if (ref := node.gpu_ref(index))] if node is not None else []
         return verdict(
             check_records(
                 results,

@@ -2,7 +2,9 @@
 `PerfRecorder.measure_interleaved`): another process on the GPU, or a loaded host for a
 host-side metric, is `contention`; a clock drop that accounts for the loss, or an active thermal
 or hardware limit, is `throttling`; a loss with clocks and other processes normal is
-`performance`, the stack's own. Pure: it reads the telemetry dictionary a metric carries.
+`performance`, the stack's own; a step over several GPUs whose telemetry names the GPU its peers
+waited for (HELD_BACK_KEY) is that GPU's loss, `hardware`, blamed on it. Pure: it reads the
+telemetry dictionary a metric carries.
 
 Seen on an H100 with a second process running GEMMs: every GEMM and copy metric lost 15-20% and
 the SM clock read lower too (the two processes shared the power budget), so the process list is
@@ -12,7 +14,7 @@ looked at first: a clock drop under contention is the contention's doing.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,15 @@ CLOCK_SHARE_OF_LOSS = 0.5
 # Limits that lower clocks below what the power budget of a healthy GPU gives: a power cap alone
 # is normal at full load (an H100 running an 8192^3 GEMM sits at its cap), so it is not one.
 THERMAL_OR_HARDWARE = frozenset({"hw-slowdown", "sw-thermal", "hw-thermal", "hw-power-brake"})
+# A node-wide step's telemetry may name the GPUs the others waited for: {"gpus": [1], "why": "rank 1 on
+# GPU 1 (BDF ...) holds the fsdp step back: ..."} (suites/collectives/test_training.py). A loss of the
+# step is then theirs, as a clock drop's is throttling: one GPU differs from its peers.
+HELD_BACK_KEY = "held_back_by"
+
+
+def held_back_by(gpus: Sequence[int], why: str) -> dict[str, Any]:
+    """The telemetry that blames a step's loss on `gpus`, the GPUs its peers waited for, saying `why`."""
+    return {HELD_BACK_KEY: {"gpus": list(gpus), "why": why}}
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,7 @@ class Attribution:
 
     category: str
     note: str
+    gpus: tuple[int, ...] = ()  # the GPUs the loss is blamed on (HELD_BACK_KEY), none when it is the node's
 
 
 def is_host_side(name: str) -> bool:
@@ -144,6 +156,14 @@ def attribute(
     if seen:
         clock = f"; {clock_note}" if clock_note else ""
         return Attribution("contention", f"; contention: {seen}{clock}; rerun on an idle host")
+    held_back = telemetry.get(HELD_BACK_KEY) or {}
+    if held_back:
+        return Attribution(
+            "hardware",
+            f"; held back by one GPU: {held_back.get('why')}; the step's loss is that GPU's, not the stack's: drain "
+            "and triage it",
+            tuple(int(gpu) for gpu in held_back.get("gpus") or ()),
+        )
     if clocks_explain:
         return Attribution(
             "throttling",

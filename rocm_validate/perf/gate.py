@@ -323,6 +323,7 @@ class Judgement:
     detectable: float | None = None  # the smallest change that fails 95% of the time
     category: str | None = None  # a failure's triage category (rocm_validate.results.triage)
     fix: str | None = None  # what to fix, for a failure of the run's inputs (a baseline in another unit)
+    gpus: tuple[int, ...] = ()  # the GPUs a regression is blamed on (attribution.HELD_BACK_KEY)
 
     @property
     def fails(self) -> bool:
@@ -528,6 +529,7 @@ def judge(
             Verdict.REGRESSED,
             f"regressed: {change:.1%} {direction}{per}, {summary}{_peak_note(metric)}{cause.note}{update}",
             category=cause.category,
+            gpus=cause.gpus,
             **base,
         )
     if better:

@@ -120,6 +120,23 @@ class ItemPerfState:
     missing: list[str] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)  # each failure's triage category
     fixes: list[str] = field(default_factory=list)  # what to fix, for failures of the run's inputs
+    blamed: list[tuple[int, ...]] = field(default_factory=list)  # each failure's GPUs (a node-wide step's)
+
+    def fail(self, message: str, category: str, fix: str | None = None, gpus: tuple[int, ...] = ()) -> None:
+        """One failed metric: its message, category, the fix it names and the GPUs it is blamed on."""
+        self.failures.append(message)
+        self.categories.append(category)
+        self.fixes += [fix] if fix else []
+        self.blamed.append(gpus)
+
+    def verdict(self) -> tuple[str, tuple[int, ...]]:
+        """The test's category and the GPUs it blames: every GPU a failure blamed when each failure
+        blamed some; else the failures that blamed none decide, the node's (an unexplained loss is
+        never hidden behind a GPU that held another metric back)."""
+        unblamed = [c for c, gpus in zip(self.categories, self.blamed, strict=True) if not gpus]
+        if unblamed:
+            return combine(unblamed) or "performance", ()
+        return combine(self.categories) or "performance", tuple(sorted({i for gpus in self.blamed for i in gpus}))
 
 
 ITEM_STATE_KEY = pytest.StashKey[ItemPerfState]()
@@ -138,7 +155,8 @@ def raise_outcome(state: ItemPerfState, device_key: str, update_command: str) ->
     __tracebackhide__ = True
     if state.failures:
         fixes = "; ".join(dict.fromkeys(state.fixes)) or None
-        fail_as(combine(state.categories) or "performance", "\n".join(state.failures), fixes)
+        category, gpus = state.verdict()
+        fail_as(category, "\n".join(state.failures), fixes, gpus)
     if state.missing:
         not_validated(
             missing_message(state.missing, device_key, update_command),
@@ -418,8 +436,7 @@ class PerfRecorder:
         )
         if not math.isfinite(metric.value) or metric.value <= 0:
             message = f"{metric.name} measured {metric.value}: the measurement produced no positive finite number"
-            self.state.failures.append(message)
-            self.state.categories.append("crash")
+            self.state.fail(message, "crash")
             return metric.with_verdict(Verdict.INVALID, message, gate=record)
         baseline = self.context.baseline(metric.name)
         update_command = self.context.update_command
@@ -454,8 +471,7 @@ class PerfRecorder:
         if self.context.settings.update_baselines:
             refused = self._refusal(metric, baseline, judgement)
             if refused is not None:
-                self.state.failures.append(f"{metric.name}: {refused}")
-                self.state.categories.append("performance")
+                self.state.fail(f"{metric.name}: {refused}", "performance")
                 return metric.with_verdict(Verdict.REFUSED, refused, **changes)
             if judgement.verdict in (Verdict.REGRESSED, Verdict.BELOW_FLOOR):  # accepted: start the entry's runs over
                 changes["gate"] = replace(record, accepted_regression=True)
@@ -466,9 +482,12 @@ class PerfRecorder:
         if judgement.verdict == Verdict.FLOOR_PASS:
             return metric.with_verdict(judgement.verdict, message, **changes)
         if judgement.fails:
-            self.state.failures.append(f"{metric.name}: {judgement.message}")
-            self.state.categories.append(judgement.category or "performance")
-            self.state.fixes += [judgement.fix] if judgement.fix else []
+            self.state.fail(
+                f"{metric.name}: {judgement.message}",
+                judgement.category or "performance",
+                judgement.fix,
+                judgement.gpus,
+            )
             changes["extra"] = {**metric.extra, "attribution": judgement.category}
         elif judgement.verdict == Verdict.NO_BASELINE:
             self.state.missing.append(metric.name)

@@ -181,6 +181,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "numerics": {"type": "array", "items": {"type": "object", "required": ["check", "passed"]}},
                     "category": {"enum": [*CATEGORIES, None]},
                     "fix": _STRING,
+                    "blamed_gpus": {"type": "array", "items": {"type": "integer"}},
                     "findings": {"type": "array", "items": FINDING_SCHEMA},
                     "gpu": GPU_REF_SCHEMA,
                     "work": {"enum": ["per-gpu", "shared", "node-wide", None]},
@@ -220,6 +221,7 @@ class TestResult:
     numerics: list[dict[str, Any]] = field(default_factory=list)  # each check's margins (correctness)
     category: str | None = None  # why it failed (rocm_validate.results.triage); None unless failed
     fix: str | None = None  # what to fix, where the failed check said (a configuration failure's action)
+    blamed_gpus: tuple[int, ...] = ()  # the GPUs a failed node-wide test points at (triage.BLAME_PROPERTY)
     findings: list[dict[str, Any]] = field(default_factory=list)  # preflight facts about the host
     gpu: GpuRef | None = None  # the GPU it ran on, in a whole-node run
     work: str | None = None  # 'per-gpu', 'shared' or 'node-wide' (rocm_validate.node.work)
@@ -243,6 +245,7 @@ class TestResult:
             "numerics": self.numerics,
             "category": self.category,
             "fix": self.fix,
+            "blamed_gpus": list(self.blamed_gpus),
             "findings": self.findings,
             "gpu": None if self.gpu is None else asdict(self.gpu),
             "work": self.work,
@@ -470,29 +473,36 @@ def known_defect_lines(results: Iterable[TestResult]) -> list[str]:
 
 
 def check_records(
-    results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[int] = (), bdf: str | None = None
+    results: Iterable[TestResult], gpu: int | None, node_gpus: Sequence[GpuRef] = (), bdf: str | None = None
 ) -> list[CheckRecord]:
     """The triage verdict's input from this run's results: every test that ran (skips validated
     nothing) on its own GPU in a whole-node run, else on the run's GPU (`gpu`, None for the CPU);
     preflight checks are the host's; a node-wide test of a whole-node run (`node_gpus`) ran on
-    every one of its GPUs (a collective, a verdict pooling every GPU's share). `bdf` is the run's GPU's
-    PCI address (a single-GPU run's results carry none of their own)."""
+    every one of its GPUs (a collective, a verdict pooling every GPU's share), and its failure is
+    every GPU's unless it blamed some of them (`blamed_gpus`): then it failed on those and passed on
+    the others (blamed indices outside the node are left out; none left: every GPU's). `bdf` is the
+    run's GPU's PCI address (a single-GPU run's results carry none of their own)."""
+    addresses: dict[int | None, str | None] = {ref.index: ref.pci_bus_id for ref in node_gpus}
 
     def where(result: TestResult) -> list[int | None]:
         if result.suite == "preflight":
             return [None]
         if result.gpu is not None:
             return [result.gpu.index]
-        return list(node_gpus) if result.work == "node-wide" and node_gpus else [gpu]
+        return list(addresses) if result.work == "node-wide" and addresses else [gpu]
+
+    def failed_on(result: TestResult, index: int | None) -> bool:
+        blamed = set(result.blamed_gpus) & set(addresses) if result.gpu is None else set()
+        return result.failed and (not blamed or index in blamed)
 
     return [
         CheckRecord(
             index,
             r.nodeid,
-            (r.category or "crash") if r.failed else None,
+            (r.category or "crash") if failed_on(r, index) else None,
             r.suite,
             r.fix,
-            r.gpu.pci_bus_id if r.gpu is not None else (bdf if index == gpu else None),
+            r.gpu.pci_bus_id if r.gpu is not None else (bdf if index == gpu else addresses.get(index)),
             r.known_defect.label if r.known_defect else None,
             bool(r.known_defect and r.known_defect.reproduced),
         )

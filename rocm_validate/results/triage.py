@@ -34,6 +34,10 @@ CATEGORIES: dict[str, str] = {
 }
 CATEGORY_PROPERTY = "rocm_category"  # the test's category among its user properties (JSON report, JUnit)
 FIX_PROPERTY = "rocm_fix"  # what to fix, where the failing check knows (a configuration failure's action)
+# The GPUs a node-wide test's failure points at (a JSON list of indices): the rank that contributed a
+# wrong gradient, the GPU its peers waited for. Its result is a failure on those GPUs and a pass on
+# the others (results.report.check_records); without it a node-wide failure is every GPU's.
+BLAME_PROPERTY = "rocm_blame"
 
 # Failures the software stack owns: every GPU failing one of these the same way is a software regression.
 SOFTWARE_CATEGORIES = frozenset({"numerics", "performance"})

@@ -4,7 +4,9 @@ alone, and the N-rank step checked against the one-rank step on the same global 
 (rocm_validate/collectives/steps.py says how, with its error model).
 
 The world runs once (the `training_steps` fixture) and each test reads its part; a rank that
-died or hung fails every test that needed it, naming it.
+died or hung fails every test that needed it, naming it. A failure that one rank explains (a wrong
+gradient contribution, the rank the others waited for) blames that rank's GPU, so the verdict
+drains it instead of rolling back the image.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import pytest
 
 from rocm_validate.collectives.steps import parity, speedup, throughput
+from rocm_validate.core.categorize import fail_as
+from rocm_validate.perf.attribution import held_back_by
 from rocm_validate.platform import peaks
 from rocm_validate.results.peers import PeerSample, compare
 
@@ -26,7 +30,8 @@ UNITS = {"fsdp": "tokens/s", "fsdp-float8": "tokens/s", "ddp": "samples/s", "lor
 def test_the_sharded_step_computes_what_one_rank_computes(training_steps, precision) -> None:
     results = training_steps.require("parity")
     check = parity(precision, results, training_steps.world.labels)
-    assert check.passed, check.message()
+    if not check.passed:
+        fail_as("numerics", check.message(), gpus=training_steps.world.gpus_of(check.wrong_ranks))
     print(check.message())  # the measured margin, in the report of a run with -rA
 
 
@@ -43,22 +48,34 @@ def test_the_step_over_the_node_holds_its_baseline(training_steps, job, perf, ro
     """Throughput per GPU, model TFLOP/s per GPU (its fraction of the bf16 peak is the MFU, for the
     Float8 step too, as torchtitan reports it), peak memory and the scaling efficiency against the
     same per-GPU batch alone, each against this device's baseline for this many GPUs; the Float8
-    step's tokens/s/GPU over the bf16 step's of the same run too (`fp8_speedup`)."""
+    step's tokens/s/GPU over the bf16 step's of the same run too (`fp8_speedup`). A loss while one
+    rank held the step back is that rank's GPU's (the perf gate's attribution reads `held_back_by`)."""
     results = training_steps.require(job)
     measured = throughput(job, results)
     prefix = _prefix(training_steps, job, results[0])
     common = {"dispersion": measured.dispersion, "samples": training_steps.plan.steps}
+    world = training_steps.world
+    straggler = measured.straggler(world.labels)
+    # a loss of the step's speed while one rank held it back is blamed on that rank's GPU
+    blame = {"telemetry": held_back_by(world.gpus_of([straggler.rank]), straggler.message)} if straggler else {}
     unit = UNITS[job]
     peak = peaks.peak_for(rocm_device, "bf16") if rocm_device.is_gpu else None
     extra = {"world": measured.world, "solo_s": list(measured.solo_s), "group_s": measured.group_s}
     extra["phase_s"] = [r.get("phase_s") for r in training_steps.results if r]  # where each rank's run went
     if peak:
         extra["mfu"] = measured.tflops_per_gpu / peak
-    perf.record(f"{prefix}.{unit.split('/')[0]}_per_s_per_gpu", measured.per_gpu_rate, unit, "higher", **common)
+    rate = f"{prefix}.{unit.split('/')[0]}_per_s_per_gpu"
+    perf.record(rate, measured.per_gpu_rate, unit, "higher", extra=blame, **common)
     perf.record(
-        f"{prefix}.model_tflops_per_gpu", measured.tflops_per_gpu, "TFLOP/s", "higher", peak=peak, extra=extra, **common
+        f"{prefix}.model_tflops_per_gpu",
+        measured.tflops_per_gpu,
+        "TFLOP/s",
+        "higher",
+        peak=peak,
+        extra={**extra, **blame},
+        **common,
     )
-    perf.record(f"{prefix}.scaling_efficiency", measured.efficiency, "ratio", "higher", **common)
+    perf.record(f"{prefix}.scaling_efficiency", measured.efficiency, "ratio", "higher", extra=blame, **common)
     memory = [m for m in measured.peak_gib if m is not None]
     if memory:
         perf.record(f"{prefix}.peak_memory", max(memory), "GiB", "lower")
@@ -79,7 +96,8 @@ def test_the_step_over_the_node_holds_its_baseline(training_steps, job, perf, ro
 @pytest.mark.parametrize("job", JOBS)
 def test_no_gpu_holds_the_step_back(training_steps, job, noise_band) -> None:
     """Each rank's step alone against the median of its peers, and, for the sharded step, the rank
-    the others waited for in the all-gathers: the slow GPU is named even with no baseline."""
+    the others waited for in the all-gathers: the slow GPU is named even with no baseline, and
+    blamed: one GPU that differs from its peers is hardware."""
     results = training_steps.require(job)
     measured = throughput(job, results)
     labels = training_steps.world.labels
@@ -88,10 +106,13 @@ def test_no_gpu_holds_the_step_back(training_steps, job, noise_band) -> None:
         for r, s in enumerate(measured.solo_s)
     ]
     name = f"{_prefix(training_steps, job, results[0])}.scaling_efficiency"
-    slow = [
-        f.message
+    flagged = [
+        f
         for f in compare(f"{job} step alone", UNITS[job], "higher", samples, lambda a, b: noise_band(name, (a, b)))
         if f.flagged
     ]
     straggler = measured.straggler(labels)
-    assert not slow and not straggler, "\n".join([*slow, *([straggler] if straggler else [])])
+    ranks = [labels.index(f.subject) for f in flagged] + ([straggler.rank] if straggler else [])
+    if ranks:
+        messages = [f.message for f in flagged] + ([straggler.message] if straggler else [])
+        fail_as("hardware", "\n".join(messages), gpus=training_steps.world.gpus_of(ranks))
