@@ -207,7 +207,13 @@ BUDGETS: dict[str, LevelBudget] = {
     ),
     "extended": LevelBudget(
         startup_s=10,
-        suites={**_scaled(_STANDARD, 4.0), "correctness": SuiteWork(per_gpu_s=400, shared_s=60, largest_shared_s=26)},
+        suites={
+            **_scaled(_STANDARD, 4.0),
+            "correctness": SuiteWork(per_gpu_s=400, shared_s=60, largest_shared_s=26),
+            # every training step (parity, FSDP 8 layers, Float8, DDP BERT-L, LoRA): 113-168 s on
+            # 2 x H200 for the parts measured together (docs/measurements/node-2xh200-2026-11-28f)
+            "collectives": SuiteWork(node_s=210),
+        },
         collectives=STANDARD_COLLECTIVES,
         one_gpu_s=2400,
         one_cpu_s=900,
