@@ -238,6 +238,23 @@ def test_the_steps_throughput_loss_while_one_rank_held_it_back_is_that_gpus_not_
     assert report["verdict"] == "rocm-validate verdict: GPU 1 (BDF 0000:02:00.0): drain and triage (hardware: 2)"
 
 
+def test_a_step_one_rank_held_back_is_never_recorded_as_a_baseline(pytester: pytest.Pytester) -> None:
+    held = (_rank([1, 2], 0.030, 0.15), _rank([1, 2], 0.002, 0.15))
+    report = _training_run(pytester, *held, options=("--update-baselines", "--rocm-accept-regressions"))
+    verdicts = {m["name"].rsplit(".", 1)[1]: m["verdict"] for m in report["metrics"]}
+    assert verdicts["tokens_per_s_per_gpu"] == verdicts["scaling_efficiency"] == "refused"
+    assert not list((pytester.path / "baselines").glob("*.json"))
+    failed = {t["nodeid"].split("::")[1]: (t["category"], t["blamed_gpus"]) for t in report["tests"] if t["category"]}
+    assert failed["test_the_step_over_the_node_holds_its_baseline[fsdp]"] == ("hardware", [1])
+
+
+def test_the_same_step_with_no_rank_held_back_is_recorded(pytester: pytest.Pytester) -> None:
+    healthy = _rank([1, 2], 0.002, 0.15)
+    report = _training_run(pytester, healthy, healthy, options=("--update-baselines",))
+    assert {m["verdict"] for m in report["metrics"] if m["name"].startswith("train.fsdp")} == {"updated"}
+    assert list((pytester.path / "baselines").glob("*.json"))
+
+
 def test_the_steps_throughput_loss_with_no_rank_holding_it_back_is_the_images(pytester: pytest.Pytester) -> None:
     healthy = _rank([1, 2], 0.002)
     _training_run(pytester, healthy, healthy, options=("--update-baselines",))

@@ -46,6 +46,22 @@ def held_back_by(gpus: Sequence[int], why: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class HeldBack:
+    """The GPUs a step's peers waited for while it was measured, and the words that name them."""
+
+    gpus: tuple[int, ...]
+    why: str
+
+
+def held_back(telemetry: Mapping[str, Any]) -> HeldBack | None:
+    """What a metric's telemetry says held its step back (`held_back_by`), or None."""
+    found = telemetry.get(HELD_BACK_KEY) or {}
+    if not found:
+        return None
+    return HeldBack(tuple(int(gpu) for gpu in found.get("gpus") or ()), str(found.get("why")))
+
+
+@dataclass(frozen=True)
 class Attribution:
     """A regression's category and the evidence, as a note to append to its message."""
 
@@ -156,13 +172,12 @@ def attribute(
     if seen:
         clock = f"; {clock_note}" if clock_note else ""
         return Attribution("contention", f"; contention: {seen}{clock}; rerun on an idle host")
-    held_back = telemetry.get(HELD_BACK_KEY) or {}
-    if held_back:
+    slowed = held_back(telemetry)
+    if slowed is not None:
         return Attribution(
             "hardware",
-            f"; held back by one GPU: {held_back.get('why')}; the step's loss is that GPU's, not the stack's: drain "
-            "and triage it",
-            tuple(int(gpu) for gpu in held_back.get("gpus") or ()),
+            f"; held back by one GPU: {slowed.why}; the step's loss is that GPU's, not the stack's: drain and triage it",
+            slowed.gpus,
         )
     if clocks_explain:
         return Attribution(

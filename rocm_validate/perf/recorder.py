@@ -26,6 +26,7 @@ from rocm_validate.core.options import STRICT_FLAG, Settings
 from rocm_validate.core.requirements import not_validated
 from rocm_validate.errors import BaselineError
 from rocm_validate.perf import gate
+from rocm_validate.perf.attribution import held_back
 from rocm_validate.perf.baselines import (
     NAME_PATTERN,
     BaselineEntry,
@@ -469,6 +470,14 @@ class PerfRecorder:
             "gate": record,
         }
         if self.context.settings.update_baselines:
+            slowed = held_back(metric.extra.get("telemetry") or {})
+            if slowed is not None:  # never a baseline, even under --rocm-accept-regressions: it is one GPU's
+                held = (
+                    f"refused: measured while one GPU held the step back ({slowed.why}); not written. Drain or fix "
+                    "that GPU, then record again"
+                )
+                self.state.fail(f"{metric.name}: {held}", "hardware", gpus=slowed.gpus)
+                return metric.with_verdict(Verdict.REFUSED, held, **changes)
             refused = self._refusal(metric, baseline, judgement)
             if refused is not None:
                 self.state.fail(f"{metric.name}: {refused}", "performance")
