@@ -52,23 +52,21 @@ def test_a_blamed_index_outside_the_node_is_ignored() -> None:
     assert line(node_wide((1, 7))).startswith("rocm-validate verdict: GPU 1 (BDF 0000:00:07.0): drain and triage")
 
 
+def _blaming_gpu_1(test: str) -> Result:
+    """A training test of the node that failed as hardware, blaming GPU 1."""
+    return Result(
+        f"suites/collectives/test_training.py::{test}",
+        suite="collectives",
+        outcome="failed",
+        category="hardware",
+        work="node-wide",
+        blamed_gpus=(1,),
+    )
+
+
 def test_a_slow_gpu_blamed_as_hardware_is_drained_with_the_throughput_loss_it_explains() -> None:
-    held_back = Result(
-        "suites/collectives/test_training.py::test_no_gpu_holds_the_step_back[fsdp]",
-        suite="collectives",
-        outcome="failed",
-        category="hardware",
-        work="node-wide",
-        blamed_gpus=(1,),
-    )
-    throughput = Result(
-        "suites/collectives/test_training.py::test_the_step_over_the_node_holds_its_baseline[fsdp]",
-        suite="collectives",
-        outcome="failed",
-        category="hardware",
-        work="node-wide",
-        blamed_gpus=(1,),
-    )
+    held_back = _blaming_gpu_1("test_no_gpu_holds_the_step_back[fsdp]")
+    throughput = _blaming_gpu_1("test_the_step_over_the_node_holds_its_baseline[fsdp]")
     assert (
         line(held_back, throughput) == "rocm-validate verdict: GPU 1 (BDF 0000:00:07.0): drain and triage (hardware: 2)"
     )
